@@ -1,0 +1,3 @@
+from ncdoc.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,435 @@
+"""The Snapshot: every fact ncdoc knows about one node, as frozen, JSON-serialisable data.
+
+Probes fill it on a live machine, importers fill parts of it from pasted evidence,
+tests fill it from fixtures. Everything downstream (topology, rules, triage, tuning)
+reads only this, so a snapshot file sent by a user behaves exactly like their node.
+
+Each section carries a `Status`: `ok` (read), `absent` (looked, not there: "no GPUs"),
+or `unknown` (could not look: no driver, no permission). Unknown is never absent:
+a rule that needs an unknown fact is skipped with the reason, it does not pass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ncdoc.errors import InputError
+
+SCHEMA_VERSION = 1
+
+OK, ABSENT, UNKNOWN = "ok", "absent", "unknown"
+
+
+@dataclass(frozen=True)
+class Status:
+    state: str = OK           # ok | absent | unknown
+    reason: str = ""          # why absent or unknown, in words a user understands
+    source: str = ""          # provenance: "sysfs:/sys/class/infiniband", "pynvml", "import:topo_matrix:<file>"
+
+    @classmethod
+    def ok(cls, source: str = "") -> "Status":
+        return cls(OK, "", source)
+
+    @classmethod
+    def absent(cls, reason: str, source: str = "") -> "Status":
+        return cls(ABSENT, reason, source)
+
+    @classmethod
+    def unknown(cls, reason: str, source: str = "") -> "Status":
+        return cls(UNKNOWN, reason, source)
+
+    @property
+    def known(self) -> bool:
+        return self.state != UNKNOWN
+
+
+def _unknown() -> Status:
+    return Status.unknown("not probed")
+
+
+# ---------------------------------------------------------------- host
+
+@dataclass(frozen=True)
+class Host:
+    status: Status = field(default_factory=_unknown)
+    hostname: str | None = None
+    kernel: str | None = None
+    os: str | None = None
+    arch: str | None = None
+    cpu_vendor: str | None = None              # "GenuineIntel", "AuthenticAMD", ... (NCCL's model depends on it)
+    cpu_model: str | None = None
+    hypervisor: str | None = None              # "Microsoft", "KVM", "Amazon EC2"...; None when bare metal or unknown
+    container: tuple[str, ...] = ()            # hints: "docker", "kubernetes", "podman", "lxc"
+    iommu: str | None = None                   # "off" | "on" | "passthrough"; None = unknown
+    modules: dict[str, bool] = field(default_factory=dict)  # module of interest -> loaded
+    dev_infiniband: tuple[str, ...] | None = None           # entries of /dev/infiniband; None = could not look
+
+
+# ---------------------------------------------------------------- versions
+
+@dataclass(frozen=True)
+class NcclLib:
+    path: str
+    version: str | None = None                 # "2.21.5"
+    origin: str = ""                           # "pip:nvidia-nccl-cu12", "torch", "system", "LD_LIBRARY_PATH"
+
+
+@dataclass(frozen=True)
+class Versions:
+    status: Status = field(default_factory=_unknown)
+    driver: str | None = None                  # "550.54.15"
+    cuda_driver: str | None = None             # "12.4"
+    nccl: str | None = None                    # the libnccl a job would load
+    nccl_libs: tuple[NcclLib, ...] = ()        # every candidate found, the chosen one first
+    net_plugins: tuple[str, ...] = ()          # paths of libnccl-net*.so found
+    tuner_plugins: tuple[str, ...] = ()
+    rdma_core: str | None = None
+
+
+# ---------------------------------------------------------------- GPUs
+
+@dataclass(frozen=True)
+class NvLink:
+    link: int
+    active: bool
+    remote_pci: str | None = None              # bus id of the far end (GPU or NVSwitch)
+    remote_type: str | None = None             # "gpu" | "switch" | "ibmnpu"
+
+
+@dataclass(frozen=True)
+class Gpu:
+    index: int
+    name: str
+    pci_bus_id: str                            # normalised "0000:18:00.0"
+    uuid: str | None = None
+    numa_node: int | None = None
+    compute_capability: str | None = None      # "9.0"
+    memory_mib: int | None = None
+    nvlinks: tuple[NvLink, ...] = ()
+
+
+@dataclass(frozen=True)
+class P2PStatus:
+    a: int
+    b: int
+    status: str                                # "OK" | "not_supported" | "chipset_not_supported" | "topology_not_supported" | "disabled_by_regkey" | "unknown"
+
+
+@dataclass(frozen=True)
+class GpuSection:
+    status: Status = field(default_factory=_unknown)
+    gpus: tuple[Gpu, ...] = ()
+    p2p: tuple[P2PStatus, ...] = ()
+    fabric_manager: str | None = None          # "completed" | "in_progress" | "not_started" | "failed" | "not_supported"; None unknown
+    fabric_manager_detail: str = ""
+
+
+# ---------------------------------------------------------------- RDMA devices
+
+@dataclass(frozen=True)
+class Gid:
+    index: int
+    gid: str                                   # as sysfs prints it: "fe80:0000:0000:0000:9cbb:b7ff:feb3:937a"
+    type: str | None = None                    # "RoCE v2" | "IB/RoCE v1" | None (IB link layer or unknown)
+    netdev: str | None = None
+
+    @property
+    def ipv4(self) -> str | None:
+        """The IPv4 address of an IPv4-mapped GID (::ffff:a.b.c.d), else None."""
+        parts = self.gid.lower().split(":")
+        if len(parts) != 8 or any(p.strip("0") for p in parts[:5]) or parts[5] != "ffff":
+            return None
+        hi, lo = int(parts[6], 16), int(parts[7], 16)
+        return f"{hi >> 8}.{hi & 255}.{lo >> 8}.{lo & 255}"
+
+    @property
+    def link_local(self) -> bool:
+        return self.gid.lower().startswith("fe80")
+
+    @property
+    def roce_version(self) -> int | None:
+        if not self.type:
+            return None
+        return 2 if "v2" in self.type else 1 if "v1" in self.type else None
+
+
+@dataclass(frozen=True)
+class Port:
+    num: int
+    state: str | None = None                   # "ACTIVE", "DOWN", "INIT", "ARMED", "POLLING"
+    phys_state: str | None = None              # "LinkUp", "Polling", "Disabled", ...
+    rate_gbps: float | None = None             # 400.0
+    width: str | None = None                   # "4X"
+    speed: str | None = None                   # "NDR", "HDR", "EDR"
+    rate_text: str | None = None               # verbatim: "400 Gb/sec (4X NDR)"
+    link_layer: str | None = None              # "InfiniBand" | "Ethernet"
+    active_mtu: int | None = None              # bytes
+    max_mtu: int | None = None
+    lid: int | None = None
+    sm_lid: int | None = None
+    gids: tuple[Gid, ...] = ()
+    counters: dict[str, int] = field(default_factory=dict)
+    netdevs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Hca:
+    name: str                                  # "mlx5_0"
+    pci_address: str | None = None
+    numa_node: int | None = None
+    fw_ver: str | None = None
+    board_id: str | None = None
+    node_guid: str | None = None
+    hca_type: str | None = None                # "MT4129"
+    vendor_part_id: int | None = None
+    driver: str | None = None                  # "mlx5_core", "efa"
+    ports: tuple[Port, ...] = ()
+
+
+@dataclass(frozen=True)
+class HcaSection:
+    status: Status = field(default_factory=_unknown)
+    hcas: tuple[Hca, ...] = ()
+
+
+# ---------------------------------------------------------------- IP interfaces
+
+@dataclass(frozen=True)
+class NetIf:
+    name: str
+    addresses: tuple[str, ...] = ()            # "10.0.0.11/24", "fe80::1/64"
+    mtu: int | None = None
+    operstate: str | None = None               # "up", "down", "unknown"
+    speed_mbps: int | None = None
+    driver: str | None = None
+    kind: str = "physical"                     # physical|loopback|bridge|bond|veth|docker|virbr|vlan|ipoib|tun|virtual
+    virtual: bool = False
+    master: str | None = None                  # the bond or bridge this interface is enslaved to
+    slaves: tuple[str, ...] = ()
+    hca: str | None = None                     # RDMA device behind it
+    pci_address: str | None = None
+
+
+@dataclass(frozen=True)
+class NetSection:
+    status: Status = field(default_factory=_unknown)
+    interfaces: tuple[NetIf, ...] = ()
+
+
+# ---------------------------------------------------------------- PCIe tree
+
+@dataclass(frozen=True)
+class PciDevice:
+    address: str                               # "0000:18:00.0"
+    parent: str | None                         # upstream bridge address, or host bridge "pci0000:00"
+    class_code: str | None = None              # "0x060400"
+    vendor: str | None = None                  # "0x10de"
+    device: str | None = None
+    kind: str = "other"                        # bridge|gpu|nic|nvswitch|storage|other
+    numa_node: int | None = None
+    link_speed: str | None = None              # current, verbatim: "32.0 GT/s PCIe"
+    link_width: int | None = None
+    max_link_speed: str | None = None
+    max_link_width: int | None = None
+    acs_ctrl: str | None = None                # ACS control register, hex, where readable
+    driver: str | None = None
+
+
+@dataclass(frozen=True)
+class PciSection:
+    status: Status = field(default_factory=_unknown)
+    devices: tuple[PciDevice, ...] = ()
+
+
+# ---------------------------------------------------------------- NUMA
+
+@dataclass(frozen=True)
+class NumaNode:
+    id: int
+    cpulist: str = ""                          # "0-47,96-143"
+
+
+@dataclass(frozen=True)
+class NumaSection:
+    status: Status = field(default_factory=_unknown)
+    nodes: tuple[NumaNode, ...] = ()
+
+
+# ---------------------------------------------------------------- NCCL environment
+
+@dataclass(frozen=True)
+class EnvValue:
+    name: str
+    value: str
+    source: str                                # "env" | "file:/etc/nccl.conf" | "cli" | "<path>"
+    line: int | None = None
+
+
+@dataclass(frozen=True)
+class NcclEnv:
+    status: Status = field(default_factory=_unknown)
+    values: tuple[EnvValue, ...] = ()          # effective: one per name, in NCCL's precedence
+    shadowed: tuple[EnvValue, ...] = ()        # set somewhere but overridden by a higher source
+    files: tuple[str, ...] = ()                # config files NCCL would read, in order
+
+    def get(self, name: str) -> str | None:
+        for v in self.values:
+            if v.name == name:
+                return v.value
+        return None
+
+    def as_dict(self) -> dict[str, str]:
+        return {v.name: v.value for v in self.values}
+
+
+# ---------------------------------------------------------------- imported path matrix
+
+@dataclass(frozen=True)
+class PathMatrix:
+    """A GPU/NIC path matrix taken as given (e.g. pasted `nvidia-smi topo -m`)."""
+    status: Status = field(default_factory=lambda: Status.absent("no matrix imported"))
+    labels: tuple[str, ...] = ()               # "GPU0", ..., "NIC0", ...
+    matrix: dict[str, dict[str, str]] = field(default_factory=dict)
+    nic_names: dict[str, str] = field(default_factory=dict)      # "NIC0" -> "mlx5_0"
+    cpu_affinity: dict[str, str] = field(default_factory=dict)
+    numa_affinity: dict[str, str] = field(default_factory=dict)
+    truncated: bool = False
+
+
+# ---------------------------------------------------------------- the snapshot
+
+@dataclass(frozen=True)
+class Snapshot:
+    schema_version: int = SCHEMA_VERSION
+    origin: str = "live"                       # "live" | "example:<name>" | "import" | "file:<path>"
+    created: str = ""                          # ISO 8601, UTC
+    host: Host = field(default_factory=Host)
+    versions: Versions = field(default_factory=Versions)
+    gpus: GpuSection = field(default_factory=GpuSection)
+    hcas: HcaSection = field(default_factory=HcaSection)
+    net: NetSection = field(default_factory=NetSection)
+    pci: PciSection = field(default_factory=PciSection)
+    numa: NumaSection = field(default_factory=NumaSection)
+    env: NcclEnv = field(default_factory=NcclEnv)
+    paths: PathMatrix = field(default_factory=PathMatrix)
+    notes: tuple[str, ...] = ()                # what the probes did not find, in words
+
+    # -- convenience lookups used by topology and rules
+    def hca(self, name: str) -> Hca | None:
+        return next((h for h in self.hcas.hcas if h.name == name), None)
+
+    def netif(self, name: str) -> NetIf | None:
+        return next((n for n in self.net.interfaces if n.name == name), None)
+
+    def pci_device(self, address: str) -> PciDevice | None:
+        return next((d for d in self.pci.devices if d.address == address), None)
+
+    def replace(self, **changes: Any) -> "Snapshot":
+        return dataclasses.replace(self, **changes)
+
+    # -- serialisation
+    def to_dict(self) -> dict[str, Any]:
+        return _to_jsonable(self)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
+
+    @classmethod
+    def from_dict(cls, data: Any, *, path: str | None = None) -> "Snapshot":
+        if not isinstance(data, dict) or "schema_version" not in data:
+            raise InputError("not an ncdoc snapshot (no schema_version)", path=path)
+        version = data.get("schema_version")
+        if version != SCHEMA_VERSION:
+            raise InputError(f"snapshot schema_version {version!r} is not supported "
+                             f"(this ncdoc reads {SCHEMA_VERSION})", path=path)
+        try:
+            return _from_jsonable(cls, data)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise InputError("malformed snapshot", path=path, cause=str(exc)) from None
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Snapshot":
+        p = Path(path)
+        try:
+            text = p.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise InputError("no such file", path=str(p)) from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputError("cannot read file", path=str(p), cause=str(exc)) from None
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", path=str(p)) from None
+        return cls.from_dict(data, path=str(p))
+
+
+# ---------------------------------------------------------------- generic (de)serialisation
+
+def _to_jsonable(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if isinstance(obj, (tuple, list)):
+        return [_to_jsonable(x) for x in obj]
+    if isinstance(obj, dict):
+        return {str(k): _to_jsonable(v) for k, v in obj.items()}
+    return obj
+
+
+_HINTS: dict[type, dict[str, Any]] = {}
+
+
+def _hints(cls: type) -> dict[str, Any]:
+    if cls not in _HINTS:
+        _HINTS[cls] = typing.get_type_hints(cls)
+    return _HINTS[cls]
+
+
+def _from_jsonable(tp: Any, data: Any) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (typing.Union, types.UnionType):
+        args = [a for a in typing.get_args(tp) if a is not type(None)]
+        if data is None:
+            return None
+        return _from_jsonable(args[0], data)
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(data, dict):
+            raise TypeError(f"{tp.__name__}: expected an object, got {type(data).__name__}")
+        hints = _hints(tp)
+        known = {f.name for f in dataclasses.fields(tp)}
+        unknown = set(data) - known
+        if unknown:
+            raise KeyError(f"{tp.__name__}: unknown field(s) {sorted(unknown)}")
+        return tp(**{k: _from_jsonable(hints[k], v) for k, v in data.items()})
+    if origin is tuple:
+        if not isinstance(data, list):
+            raise TypeError(f"expected a list, got {type(data).__name__}")
+        (item_tp, *_rest) = typing.get_args(tp)
+        return tuple(_from_jsonable(item_tp, x) for x in data)
+    if origin is dict:
+        if not isinstance(data, dict):
+            raise TypeError(f"expected an object, got {type(data).__name__}")
+        _k, v_tp = typing.get_args(tp)
+        return {str(k): _from_jsonable(v_tp, v) for k, v in data.items()}
+    if tp is float:
+        if isinstance(data, bool) or not isinstance(data, (int, float)):
+            raise TypeError(f"expected a number, got {data!r}")
+        return float(data)
+    if tp is int:
+        if isinstance(data, bool) or not isinstance(data, int):
+            raise TypeError(f"expected an integer, got {data!r}")
+        return data
+    if tp is str:
+        if not isinstance(data, str):
+            raise TypeError(f"expected a string, got {data!r}")
+        return data
+    if tp is bool:
+        if not isinstance(data, bool):
+            raise TypeError(f"expected true/false, got {data!r}")
+        return data
+    return data
