@@ -7,12 +7,11 @@ Check functions are pure: they read the Context and return Hits; they never do I
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Any, Callable, Iterable, Mapping
-
 from ncdoc.findings import Finding, Hit, Report, Skip, Skipped, severity_rank
+from ncdoc.record import field, record as dataclass
 from ncdoc.snapshot import NcclEnv, Snapshot, Status
+
+# No `typing` import: annotations stay strings, and `ncdoc check` must start fast.
 
 FAMILIES = {"1": "env", "2": "versions", "3": "topology", "4": "network", "5": "launcher", "6": "performance"}
 
@@ -58,11 +57,10 @@ class Rule:
         return f"docs/rules/{self.code}-{self.name}.md"
 
 
-CheckFn = Callable[["Context"], Iterable[Hit]]
-CHECKS: dict[str, CheckFn] = {}
+CHECKS: dict = {}   # name -> function(Context) -> Iterable[Hit]
 
 
-def check(name: str) -> Callable[[CheckFn], CheckFn]:
+def check(name: str) -> "Callable[[CheckFn], CheckFn]":
     """Register a check function under `name` (what a rule's `check:` key refers to)."""
     def register(fn: CheckFn) -> CheckFn:
         if name in CHECKS and CHECKS[name] is not fn:
@@ -70,6 +68,9 @@ def check(name: str) -> Callable[[CheckFn], CheckFn]:
         CHECKS[name] = fn
         return fn
     return register
+
+
+_UNSET = object()
 
 
 class Context:
@@ -83,6 +84,7 @@ class Context:
         self.evidence = {k: list(v) for k, v in (evidence or {}).items()}
         self._nccl_version = nccl_version
         self.options = dict(options or {})
+        self._topology = _UNSET
 
     # -- evidence by kind (parsed NCCL logs, nccl-tests outputs, launch files)
     @property
@@ -106,13 +108,16 @@ class Context:
             return self.snapshot.versions.nccl
         return None
 
-    @cached_property
+    @property
     def topology(self):
-        """The classified topology of the snapshot (None without a snapshot)."""
-        if self.snapshot is None:
-            return None
-        from ncdoc.topology import classify
-        return classify(self.snapshot)
+        """The classified topology of the snapshot (None without a snapshot), computed once."""
+        if self._topology is _UNSET:
+            if self.snapshot is None:
+                self._topology = None
+            else:
+                from ncdoc.topology import classify
+                self._topology = classify(self.snapshot)
+        return self._topology
 
     def missing(self, need: str) -> str | None:
         """Why fact `need` is unavailable, or None when it is there."""

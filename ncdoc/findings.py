@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from ncdoc.record import field, record as dataclass
 
 SEVERITIES = ("info", "warning", "error")
 
@@ -27,7 +26,7 @@ class Evidence:
             return f"{self.source}:{self.line}"
         return self.source
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict:
         return {"text": self.text, "source": self.source, "line": self.line}
 
 
@@ -63,7 +62,7 @@ class Finding:
     env_patch: dict[str, str | None] = field(default_factory=dict)
     subject: str = ""
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict:
         return {
             "code": self.code, "name": self.name, "severity": self.severity, "family": self.family,
             "message": self.message, "evidence": [e.to_dict() for e in self.evidence],
@@ -77,7 +76,7 @@ class Skipped:
     name: str
     reason: str
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self) -> dict:
         return {"code": self.code, "name": self.name, "reason": self.reason}
 
 

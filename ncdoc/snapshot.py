@@ -11,15 +11,12 @@ a rule that needs an unknown fact is skipped with the reason, it does not pass.
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import types
-import typing
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any
+import sys
 
 from ncdoc.errors import InputError
+from ncdoc.record import field, record as dataclass
+from ncdoc import record as _record
 
 SCHEMA_VERSION = 1
 
@@ -330,18 +327,18 @@ class Snapshot:
     def pci_device(self, address: str) -> PciDevice | None:
         return next((d for d in self.pci.devices if d.address == address), None)
 
-    def replace(self, **changes: Any) -> "Snapshot":
-        return dataclasses.replace(self, **changes)
+    def replace(self, **changes) -> "Snapshot":
+        return _record.replace(self, **changes)
 
     # -- serialisation
-    def to_dict(self) -> dict[str, Any]:
-        return _to_jsonable(self)
+    def to_dict(self) -> dict:
+        return _record.asdict(self)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     @classmethod
-    def from_dict(cls, data: Any, *, path: str | None = None) -> "Snapshot":
+    def from_dict(cls, data, *, path: str | None = None) -> "Snapshot":
         if not isinstance(data, dict) or "schema_version" not in data:
             raise InputError("not an ncdoc snapshot (no schema_version)", path=path)
         version = data.get("schema_version")
@@ -349,87 +346,109 @@ class Snapshot:
             raise InputError(f"snapshot schema_version {version!r} is not supported "
                              f"(this ncdoc reads {SCHEMA_VERSION})", path=path)
         try:
-            return _from_jsonable(cls, data)
+            return _from_jsonable(_parse_type("Snapshot"), data)
         except (TypeError, ValueError, KeyError) as exc:
             raise InputError("malformed snapshot", path=path, cause=str(exc)) from None
 
     @classmethod
-    def load(cls, path: str | Path) -> "Snapshot":
-        p = Path(path)
+    def load(cls, path) -> "Snapshot":
+        p = str(path)
         try:
-            text = p.read_text(encoding="utf-8")
+            with open(p, encoding="utf-8") as fh:
+                text = fh.read()
         except FileNotFoundError:
-            raise InputError("no such file", path=str(p)) from None
+            raise InputError("no such file", path=p) from None
+        except IsADirectoryError:
+            raise InputError("is a directory, not a snapshot file", path=p) from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise InputError("cannot read file", path=str(p), cause=str(exc)) from None
+            raise InputError("cannot read file", path=p, cause=str(exc)) from None
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise InputError(f"not valid JSON ({exc.msg} at line {exc.lineno})", path=str(p)) from None
-        return cls.from_dict(data, path=str(p))
+            msg = getattr(exc, "msg", str(exc))
+            raise InputError(f"not valid JSON ({msg} at line {getattr(exc, 'lineno', '?')})", path=p) from None
+        return cls.from_dict(data, path=p)
 
 
-# ---------------------------------------------------------------- generic (de)serialisation
+# ---------------------------------------------------------------- JSON loading
+# Annotations are strings (no typing at import time: `ncdoc check` must start fast);
+# this small reader understands the shapes used above: X, X | None, tuple[X, ...], dict[str, X].
 
-def _to_jsonable(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj):
-        return {f.name: _to_jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
-    if isinstance(obj, (tuple, list)):
-        return [_to_jsonable(x) for x in obj]
-    if isinstance(obj, dict):
-        return {str(k): _to_jsonable(v) for k, v in obj.items()}
-    return obj
+_TYPES: dict[str, object] = {}
 
 
-_HINTS: dict[type, dict[str, Any]] = {}
+def _parse_type(text: str):
+    text = text.strip()
+    if text in _TYPES:
+        return _TYPES[text]
+    parts = _split_top(text, "|")
+    if len(parts) > 1:
+        inner = [p for p in parts if p.strip() != "None"]
+        tp = ("optional", _parse_type(" | ".join(inner)))
+    elif text.startswith("tuple[") and text.endswith("]"):
+        tp = ("tuple", _parse_type(_split_top(text[6:-1], ",")[0]))
+    elif text.startswith("dict[") and text.endswith("]"):
+        tp = ("dict", _parse_type(_split_top(text[5:-1], ",")[1]))
+    elif text in ("str", "int", "float", "bool"):
+        tp = ("scalar", text)
+    else:
+        cls = getattr(sys.modules[__name__], text, None)
+        if cls is None or not _record.is_record(cls):
+            raise TypeError(f"snapshot model names unknown type {text!r}")
+        tp = ("record", cls)
+    _TYPES[text] = tp
+    return tp
 
 
-def _hints(cls: type) -> dict[str, Any]:
-    if cls not in _HINTS:
-        _HINTS[cls] = typing.get_type_hints(cls)
-    return _HINTS[cls]
+def _split_top(text: str, sep: str) -> list[str]:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch == "[":
+            depth += 1
+        elif ch == "]":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [p.strip() for p in out]
 
 
-def _from_jsonable(tp: Any, data: Any) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (typing.Union, types.UnionType):
-        args = [a for a in typing.get_args(tp) if a is not type(None)]
-        if data is None:
-            return None
-        return _from_jsonable(args[0], data)
-    if dataclasses.is_dataclass(tp):
+def _from_jsonable(tp, data):
+    kind, arg = tp
+    if kind == "optional":
+        return None if data is None else _from_jsonable(arg, data)
+    if kind == "record":
         if not isinstance(data, dict):
-            raise TypeError(f"{tp.__name__}: expected an object, got {type(data).__name__}")
-        hints = _hints(tp)
-        known = {f.name for f in dataclasses.fields(tp)}
-        unknown = set(data) - known
+            raise TypeError(f"{arg.__name__}: expected an object, got {type(data).__name__}")
+        flds = {f.name: f for f in _record.fields(arg)}
+        unknown = set(data) - set(flds)
         if unknown:
-            raise KeyError(f"{tp.__name__}: unknown field(s) {sorted(unknown)}")
-        return tp(**{k: _from_jsonable(hints[k], v) for k, v in data.items()})
-    if origin is tuple:
+            raise KeyError(f"{arg.__name__}: unknown field(s) {sorted(unknown)}")
+        return arg(**{k: _from_jsonable(_parse_type(flds[k].type), v) for k, v in data.items()})
+    if kind == "tuple":
         if not isinstance(data, list):
             raise TypeError(f"expected a list, got {type(data).__name__}")
-        (item_tp, *_rest) = typing.get_args(tp)
-        return tuple(_from_jsonable(item_tp, x) for x in data)
-    if origin is dict:
+        return tuple(_from_jsonable(arg, x) for x in data)
+    if kind == "dict":
         if not isinstance(data, dict):
             raise TypeError(f"expected an object, got {type(data).__name__}")
-        _k, v_tp = typing.get_args(tp)
-        return {str(k): _from_jsonable(v_tp, v) for k, v in data.items()}
-    if tp is float:
+        return {str(k): _from_jsonable(arg, v) for k, v in data.items()}
+    # scalars
+    if arg == "float":
         if isinstance(data, bool) or not isinstance(data, (int, float)):
             raise TypeError(f"expected a number, got {data!r}")
         return float(data)
-    if tp is int:
+    if arg == "int":
         if isinstance(data, bool) or not isinstance(data, int):
             raise TypeError(f"expected an integer, got {data!r}")
         return data
-    if tp is str:
+    if arg == "str":
         if not isinstance(data, str):
             raise TypeError(f"expected a string, got {data!r}")
         return data
-    if tp is bool:
-        if not isinstance(data, bool):
-            raise TypeError(f"expected true/false, got {data!r}")
-        return data
+    if not isinstance(data, bool):
+        raise TypeError(f"expected true/false, got {data!r}")
     return data
