@@ -99,6 +99,26 @@ def _setstate(self, state):
         object.__setattr__(self, f.name, v)
 
 
+class _DataclassFields:
+    """`__dataclass_fields__`, built on first use, so `dataclasses.replace/fields/asdict`
+    also work on records; the dataclasses module is imported only when someone asks."""
+
+    def __get__(self, obj, cls):
+        import dataclasses
+        built = {}
+        for f in cls.__record_fields__:
+            kw = {}
+            if f.default is not _MISSING:
+                kw["default"] = f.default
+            if f.default_factory is not _MISSING:
+                kw["default_factory"] = f.default_factory
+            df = dataclasses.field(**kw)
+            df.name, df.type = f.name, f.type
+            df._field_type = dataclasses._FIELD
+            built[f.name] = df
+        return built
+
+
 def record(cls=None, /, *, frozen: bool = True, **_ignored):
     """Class decorator; usable bare or as `@record(frozen=True)` like `@dataclass`."""
     def wrap(c):
@@ -131,6 +151,7 @@ def record(cls=None, /, *, frozen: bool = True, **_ignored):
         c.__getstate__ = _getstate
         c.__setstate__ = _setstate
         c.__match_args__ = tuple(f.name for f in flds)
+        c.__dataclass_fields__ = _DataclassFields()
         if frozen:
             c.__setattr__ = _frozen_setattr
             c.__delattr__ = _frozen_delattr
