@@ -1,0 +1,374 @@
+"""GPU/NIC path types, named as NCCL and `nvidia-smi topo -m` name them.
+
+One classifier serves live and imported snapshots: when the Snapshot holds a PCI tree the
+paths are derived from it (plus NVLinks and NUMA nodes); when it holds only an imported
+matrix (pasted `nvidia-smi topo -m`) that matrix is used as given.
+
+PCIe semantics, as NCCL and nvidia-smi see them: a PCIe switch is one upstream-port bridge
+plus its downstream-port bridges and counts as ONE bridge. Two devices behind the same switch
+(or root port) are PIX; crossing more than one switch without the host bridge is PXB; meeting
+only at the host bridge (different root ports) is PHB; different host bridges on one NUMA node
+is NODE; different NUMA nodes is SYS.
+
+Reading the tree: a PciDevice's parent is its upstream bridge, or (not itself a device) the
+host bridge ("pci0000:17"). Below a host bridge, bridges alternate root port, switch upstream
+port, switch downstream port, upstream port...; every port of one switch counts as that switch.
+kind="switch" (NCCL's XML, which keeps one node per whole switch) counts as one switch as is.
+NICs are the RDMA devices (one per HCA, natural name order, as nvidia-smi lists them); only when
+RDMA devices are unknown do the PCI network devices stand in, named by label.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from ncdoc.snapshot import OK, UNKNOWN, Snapshot, Status
+
+PATH_TYPES = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")  # order of closeness; NV# counts as NV
+
+_SAME_NUMA = ("PIX", "PXB", "PHB", "NODE")  # every one of these implies both ends share a NUMA node
+
+
+def path_rank(p: str) -> int:
+    """Closeness rank of a path string: X 0, NV# 1, PIX 2 ... SYS 6; anything else 99."""
+    if not isinstance(p, str):
+        return 99
+    s = p.strip().upper()
+    if s == "SOC":  # pre-2018 nvidia-smi name for SYS
+        s = "SYS"
+    if re.fullmatch(r"NV\d+", s):
+        s = "NV"
+    try:
+        return PATH_TYPES.index(s)
+    except ValueError:
+        return 99
+
+
+def normalize_bus_id(bus_id: str | None) -> str | None:
+    """'00000000:18:00.0', '18:00.0', '0000:18:00' -> '0000:18:00.0'; None if it is no bus id."""
+    if not bus_id:
+        return None
+    m = re.fullmatch(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.([0-7]))?",
+                     bus_id.strip())
+    if not m:
+        return bus_id.strip().lower()
+    dom, bus, dev, fn = m.groups()
+    return f"{int(dom or '0', 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn or 0}"
+
+
+def natural_key(name: str) -> list:
+    """Sort key putting mlx5_2 before mlx5_10."""
+    return [(0, int(t), "") if t[0] in "0123456789" else (1, 0, t) for t in re.split(r"([0-9]+)", name) if t]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    label: str                 # "GPU0", "NIC3" (or "mlx5_0" when an old matrix names columns so)
+    kind: str                  # "gpu" | "nic"
+    name: str                  # GPU name, or HCA name like "mlx5_0" (the label when unknown)
+    pci: str | None
+    numa: int | None
+    index: int
+
+
+@dataclass(frozen=True)
+class Topology:
+    status: Status
+    source: str                                  # "pci" | "matrix" | "none" (status unknown)
+    endpoints: tuple[Endpoint, ...]              # GPUs first (GPU0..), then NICs (NIC0..)
+    matrix: dict[str, dict[str, str]]            # label -> label -> path; unknown pairs left out
+    nic_names: dict[str, str]                    # "NIC0" -> "mlx5_0"
+    rails: dict[str, tuple[str, ...]]            # "GPU0" -> nearest NIC names (HCA names, else labels)
+    numa: dict[str, int | None]                  # label -> NUMA node
+    notes: tuple[str, ...] = ()                  # pairs left unknown and why
+
+    def _label(self, name: str) -> str | None:
+        if name in self.matrix or any(e.label == name for e in self.endpoints):
+            return name
+        for e in self.endpoints:
+            if e.kind == "nic" and e.name == name:  # GPU names repeat; HCA names do not
+                return e.label
+        return next((lab for lab, n in self.nic_names.items() if n == name), None)
+
+    def path(self, a: str, b: str) -> str | None:
+        """Path type between two endpoints, by label ("GPU0", "NIC1") or HCA name ("mlx5_0")."""
+        la, lb = self._label(a), self._label(b)
+        if la is None or lb is None:
+            return None
+        return self.matrix.get(la, {}).get(lb) or self.matrix.get(lb, {}).get(la)
+
+    def nearest_nic(self, gpu_label: str) -> tuple[str, str] | None:
+        """(NIC name, path) of the closest NIC to a GPU; None when no NIC path is known."""
+        nics = self.rails.get(gpu_label) or ()
+        if not nics:
+            return None
+        p = self.path(gpu_label, nics[0])
+        return (nics[0], p) if p else None
+
+    def gpus(self) -> tuple[Endpoint, ...]:
+        return tuple(e for e in self.endpoints if e.kind == "gpu")
+
+    def nics(self) -> tuple[Endpoint, ...]:
+        return tuple(e for e in self.endpoints if e.kind == "nic")
+
+    def facts(self) -> dict:
+        """The JSON-ready facts: matrix, rails {gpu: {nics, path}}, numa, nic_names."""
+        rails = {}
+        for g, names in self.rails.items():
+            near = self.nearest_nic(g)
+            rails[g] = {"nics": list(names), "path": near[1] if near else None}
+        return {"matrix": {a: dict(row) for a, row in self.matrix.items()}, "rails": rails,
+                "numa": dict(self.numa), "nic_names": dict(self.nic_names)}
+
+
+def port_facts(snapshot: Snapshot) -> list[dict]:
+    """One row per HCA port: device, port, state, phys_state, rate_gbps, link_layer."""
+    rows = []
+    for h in sorted(snapshot.hcas.hcas, key=lambda h: natural_key(h.name)):
+        for p in h.ports:
+            rows.append({"device": h.name, "port": p.num, "state": p.state, "phys_state": p.phys_state,
+                         "rate_gbps": p.rate_gbps, "link_layer": p.link_layer})
+    return rows
+
+
+# ---------------------------------------------------------------- entry point
+
+def classify(snapshot: Snapshot) -> Topology:
+    """Path matrix, rails and NUMA of every GPU and NIC, from the PCI tree or an imported matrix."""
+    pci_ok = snapshot.pci.status.state == OK and bool(snapshot.pci.devices)
+    paths_ok = snapshot.paths.status.state == OK and bool(snapshot.paths.labels)
+    if pci_ok:
+        topo = _from_pci(snapshot)
+        located = any(e.pci and snapshot_has(snapshot, e.pci) for e in topo.endpoints)
+        if located or not paths_ok:
+            return topo
+    if paths_ok:
+        return _from_matrix(snapshot)
+    why = "no PCI tree and no imported topology matrix"
+    if snapshot.pci.status.state != OK and snapshot.pci.status.reason not in ("", "not probed"):
+        why += f" (PCI: {snapshot.pci.status.reason})"
+    return Topology(Status.unknown(why), "none", (), {}, {}, {}, {})
+
+
+def snapshot_has(snapshot: Snapshot, address: str) -> bool:
+    want = normalize_bus_id(address)
+    return any(normalize_bus_id(d.address) == want for d in snapshot.pci.devices)
+
+
+def _rails(endpoints, matrix, nic_names) -> dict[str, tuple[str, ...]]:
+    rails: dict[str, tuple[str, ...]] = {}
+    nics = [e for e in endpoints if e.kind == "nic"]
+    for g in (e for e in endpoints if e.kind == "gpu"):
+        known = [(path_rank(p), n) for n in nics
+                 if (p := matrix.get(g.label, {}).get(n.label) or matrix.get(n.label, {}).get(g.label))]
+        best = min((r for r, _ in known), default=None)
+        rails[g.label] = tuple(nic_names.get(n.label, n.label) for r, n in known
+                               if best is not None and r == best and r < 99)
+    return rails
+
+
+# ---------------------------------------------------------------- imported matrix, as given
+
+def _int_or_none(s: str | None) -> int | None:
+    return int(s) if s is not None and re.fullmatch(r"\s*[0-9]+\s*", s) else None
+
+
+def _from_matrix(snapshot: Snapshot) -> Topology:
+    pm = snapshot.paths
+    labels = list(pm.labels)
+    gpu_names = {g.index: g.name for g in snapshot.gpus.gpus} if snapshot.gpus.status.state == OK else {}
+    numa = {lab: _int_or_none(pm.numa_affinity.get(lab)) for lab in labels}
+    matrix: dict[str, dict[str, str]] = {lab: {} for lab in labels}
+    for a in labels:
+        for b in labels:
+            p = (pm.matrix.get(a, {}).get(b) or pm.matrix.get(b, {}).get(a)) if a != b else "X"
+            if p:
+                matrix[a][b] = "SYS" if p.upper() == "SOC" else p
+    # PIX/PXB/PHB/NODE all mean "same NUMA node": fill NICs' (and N/A GPUs') NUMA from a known peer.
+    for lab in labels:
+        if numa[lab] is None:
+            numa[lab] = next((numa[o] for o in labels if numa[o] is not None
+                              and matrix[lab].get(o) in _SAME_NUMA), None)
+    endpoints, ni = [], 0
+    for lab in labels:
+        m = re.fullmatch(r"GPU(\d+)", lab, re.I)
+        if m:
+            idx = int(m.group(1))
+            endpoints.append(Endpoint(lab, "gpu", gpu_names.get(idx, lab), None, numa[lab], idx))
+    for lab in labels:
+        if not re.fullmatch(r"GPU\d+", lab, re.I):
+            m = re.fullmatch(r"NIC(\d+)", lab)
+            endpoints.append(Endpoint(lab, "nic", pm.nic_names.get(lab, lab), None, numa[lab],
+                                      int(m.group(1)) if m else ni))
+            ni += 1
+    nic_names = {e.label: pm.nic_names[e.label] for e in endpoints if e.label in pm.nic_names}
+    missing = sum(1 for a in labels for b in labels if b not in matrix[a])
+    notes = (f"{missing // 2} pair(s) missing from the imported matrix (cut short)",) if missing else ()
+    return Topology(Status.ok(pm.status.source or "matrix"), "matrix", tuple(endpoints), matrix,
+                    nic_names, _rails(endpoints, matrix, nic_names), numa, notes)
+
+
+# ---------------------------------------------------------------- derived from the PCI tree
+
+class _Tree:
+    """Ancestor chains of PCI devices and the switch each bridge belongs to."""
+
+    def __init__(self, devices):
+        self.devs = {normalize_bus_id(d.address): d for d in devices}
+        self._chains: dict[str, tuple[list[str], str | None]] = {}
+        self.host_numa: dict[str, int | None] = {}
+        seen: dict[str, set[int]] = {}
+        for addr, d in self.devs.items():
+            _, host = self.chain(addr)
+            if host is not None and d.numa_node is not None and d.numa_node >= 0:
+                seen.setdefault(host, set()).add(d.numa_node)
+        self.host_numa = {h: next(iter(s)) for h, s in seen.items() if len(s) == 1}
+
+    def parent(self, addr: str) -> str | None:
+        p = self.devs[addr].parent
+        if p is None:
+            return None
+        n = normalize_bus_id(p)
+        return n if n in self.devs else p
+
+    def chain(self, addr: str) -> tuple[list[str], str | None]:
+        """Bridges above `addr`, nearest first, and the host bridge (the first non-device above)."""
+        if addr not in self._chains:
+            out: list[str] = []
+            p = self.parent(addr)
+            while p is not None and p in self.devs and p not in out and p != addr:
+                out.append(p)
+                p = self.parent(p)
+            self._chains[addr] = (out, None if p in self.devs else p)
+        return self._chains[addr]
+
+    def unit(self, bridge: str) -> str:
+        """The PCIe switch (or root port) a bridge is part of: ports of one switch share a unit."""
+        if self.devs[bridge].kind == "switch":  # NCCL's XML: one node per whole switch
+            return bridge
+        depth = len(self.chain(bridge)[0]) + 1  # 1 = root port, 2 = upstream port, 3 = downstream...
+        if depth == 1 or depth % 2 == 0:
+            return bridge
+        return self.chain(bridge)[0][0]  # a downstream port belongs to its upstream port's switch
+
+    def path(self, a: str, b: str) -> str | None:
+        """PIX/PXB/PHB when a and b share a host bridge; "" for different host bridges; None unknown."""
+        ca, ha = self.chain(a)
+        cb, hb = self.chain(b)
+        if not set(ca) & set(cb):
+            if ha is None or hb is None:
+                return None  # a device whose upstream is not recorded
+            if ha != hb:
+                return ""
+        in_b = set(cb)
+        i = next((k for k, x in enumerate(ca) if x in in_b), None)
+        if i is None:
+            return "PHB"
+        j = cb.index(ca[i])
+        units = {self.unit(x) for x in ca[:i + 1] + cb[:j + 1]}
+        return "PIX" if len(units) == 1 else "PXB"
+
+
+def _nv_counts(gpus) -> dict[tuple[str, str], int]:
+    """NV<k> per GPU pair: direct links counted per peer; NVSwitch GPUs get min of switch links."""
+    switch_links: dict[str, int] = {}
+    direct: dict[tuple[str, str], int] = {}
+    for g in gpus:
+        a = normalize_bus_id(g.pci_bus_id) or g.pci_bus_id
+        switch_links[a] = sum(1 for l in g.nvlinks if l.active and l.remote_type == "switch")
+        for l in g.nvlinks:
+            if l.active and l.remote_type == "gpu" and l.remote_pci:
+                key = (a, normalize_bus_id(l.remote_pci) or l.remote_pci)
+                direct[key] = direct.get(key, 0) + 1
+    out: dict[tuple[str, str], int] = {}
+    addrs = list(switch_links)
+    for a in addrs:
+        for b in addrs:
+            if a == b:
+                continue
+            k = max(direct.get((a, b), 0), direct.get((b, a), 0))
+            if switch_links[a] and switch_links[b]:
+                k += min(switch_links[a], switch_links[b])
+            if k:
+                out[(a, b)] = k
+    return out
+
+
+def _from_pci(snapshot: Snapshot) -> Topology:
+    tree = _Tree(snapshot.pci.devices)
+    devs = tree.devs
+
+    def dev_numa(addr: str | None) -> int | None:
+        if addr in devs:
+            n = devs[addr].numa_node
+            if n is not None and n >= 0:
+                return n
+            return tree.host_numa.get(tree.chain(addr)[1])
+        return None
+
+    endpoints: list[Endpoint] = []
+    gpus = sorted(snapshot.gpus.gpus, key=lambda g: g.index)
+    if gpus:
+        for g in gpus:
+            addr = normalize_bus_id(g.pci_bus_id)
+            numa = g.numa_node if g.numa_node is not None and g.numa_node >= 0 else dev_numa(addr)
+            endpoints.append(Endpoint(f"GPU{g.index}", "gpu", g.name, addr, numa, g.index))
+    else:
+        for i, addr in enumerate(sorted(a for a, d in devs.items() if d.kind == "gpu")):
+            endpoints.append(Endpoint(f"GPU{i}", "gpu", f"GPU{i}", addr, dev_numa(addr), i))
+    hcas = sorted(snapshot.hcas.hcas, key=lambda h: natural_key(h.name))
+    if hcas:
+        for i, h in enumerate(hcas):
+            addr = normalize_bus_id(h.pci_address)
+            numa = h.numa_node if h.numa_node is not None and h.numa_node >= 0 else dev_numa(addr)
+            endpoints.append(Endpoint(f"NIC{i}", "nic", h.name, addr, numa, i))
+    elif snapshot.hcas.status.state == UNKNOWN:
+        # RDMA devices not known (e.g. a vendor's static NCCL XML names none): the PCI NICs, by address.
+        # When RDMA devices were looked for and none exist, list none, as nvidia-smi does.
+        for i, addr in enumerate(sorted(a for a, d in devs.items() if d.kind == "nic")):
+            endpoints.append(Endpoint(f"NIC{i}", "nic", f"NIC{i}", addr, dev_numa(addr), i))
+
+    n_numa = len(snapshot.numa.nodes) if snapshot.numa.status.state == OK and snapshot.numa.nodes else None
+    nv = _nv_counts(gpus)
+    matrix: dict[str, dict[str, str]] = {e.label: {} for e in endpoints}
+    notes: list[str] = []
+    for x in endpoints:
+        for y in endpoints:
+            if x is y:
+                matrix[x.label][y.label] = "X"
+                continue
+            p = None
+            if x.kind == y.kind == "gpu" and (k := nv.get((x.pci, y.pci))):
+                p = f"NV{k}"
+            elif x.pci in devs and y.pci in devs:
+                p = tree.path(x.pci, y.pci)
+                if p == "":  # different host bridges
+                    p = _numa_path(x.numa, y.numa, n_numa)
+                elif p is None and x.numa is not None and y.numa is not None and x.numa != y.numa:
+                    p = "SYS"
+            elif x.numa is not None and y.numa is not None and x.numa != y.numa:
+                p = "SYS"  # not in the tree, but NUMA alone settles it
+            if p:
+                matrix[x.label][y.label] = p
+            elif x.label < y.label:
+                where = "not in the PCI tree" if not (x.pci in devs and y.pci in devs) else "NUMA node unknown"
+                notes.append(f"{x.label}-{y.label}: path unknown ({where})")
+    nic_names = {e.label: e.name for e in endpoints if e.kind == "nic" and e.name != e.label}
+    numa = {e.label: e.numa for e in endpoints}
+    source = snapshot.pci.status.source or "pci"
+    status = Status.ok(source) if endpoints else Status.absent("no GPU and no RDMA NIC found", source)
+    return Topology(status, "pci", tuple(endpoints), matrix,
+                    nic_names, _rails(endpoints, matrix, nic_names), numa, tuple(notes))
+
+
+def _numa_path(na: int | None, nb: int | None, n_numa: int | None) -> str | None:
+    if na is not None and nb is not None:
+        return "NODE" if na == nb else "SYS"
+    if n_numa == 1:
+        return "NODE"
+    return None
+
+
+__all__ = ["PATH_TYPES", "Endpoint", "Topology", "classify", "path_rank", "normalize_bus_id",
+           "natural_key", "port_facts"]
