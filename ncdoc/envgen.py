@@ -119,16 +119,20 @@ def _routable_v4(iface: NetIf) -> list[str]:
 
 def bootstrap_interface(snapshot: Snapshot) -> tuple[NetIf | None, str]:
     """A routable, non-virtual interface for NCCL's bootstrap and socket traffic."""
+    # Bonds and VLANs are virtual devices in sysfs but carry real traffic; bridges, veth,
+    # docker and virbr do not leave the host.
     candidates = [i for i in snapshot.net.interfaces
-                  if not i.virtual and i.kind not in ("loopback", "veth", "docker", "virbr", "tun")
+                  if (not i.virtual or i.kind in ("bond", "vlan"))
+                  and i.kind not in ("loopback", "veth", "docker", "virbr", "tun", "bridge")
                   and i.master is None and (i.operstate or "up").lower() in ("up", "unknown")
                   and _routable_v4(i)]
     if not candidates:
         return None, "no up, non-virtual interface with a routable IPv4 address"
-    # Prefer a bond or a plain Ethernet port over IPoIB for the control path: IPoIB
-    # shares the HCA with the data path and depends on the subnet manager.
+    # Prefer a management bond or plain Ethernet port over the RDMA rails' own netdevs and
+    # IPoIB for the control path: those share the HCA with the data path, and rail
+    # addresses are often point-to-point (/31) subnets that other nodes cannot all reach.
     order = {"bond": 0, "physical": 1, "vlan": 2, "ipoib": 3}
-    candidates.sort(key=lambda i: (order.get(i.kind, 4), _natural(i.name)))
+    candidates.sort(key=lambda i: (i.hca is not None, order.get(i.kind, 4), _natural(i.name)))
     return candidates[0], ""
 
 
@@ -159,7 +163,7 @@ def generate(snapshot: Snapshot, *, nccl_version: str | None = None) -> Generate
     iface, reason = bootstrap_interface(snapshot)
     if iface is not None:
         lines.append(EnvLine("NCCL_SOCKET_IFNAME", "=" + iface.name,
-                             f"{iface.name} ({', '.join(_routable_v4(iface))}) is up, routable and not virtual; "
+                             f"{iface.name} ({', '.join(_routable_v4(iface))}) is up, has a routable address and leaves the host; "
                              "pinning it keeps NCCL off docker, veth, virbr and link-local interfaces"))
     elif snapshot.net.status.known:
         notes.append(f"NCCL_SOCKET_IFNAME not set: {reason}.")
