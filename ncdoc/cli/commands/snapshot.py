@@ -1,0 +1,154 @@
+"""`ncdoc snapshot`: capture this node (or a bundled example machine) as one JSON snapshot."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+
+from ncdoc.errors import InputError, UsageError
+
+NAME = "snapshot"
+HELP = "capture this node's GPU, RDMA, network, PCIe and NCCL facts as a JSON snapshot"
+DESCRIPTION = """\
+Probe this node (NVML, sysfs, /proc, pyverbs when installed, `ip`) and write everything
+ncdoc knows about it as one JSON snapshot: a file others can send you, and that every
+ncdoc command reads with --snapshot. Facts that could not be read are marked unknown
+with the reason; nothing is guessed. A short summary of what was and was not found goes
+to stderr.
+
+examples:
+  ncdoc snapshot -o node7.json
+  ncdoc snapshot --sysfs-root /tmp/capture        # a copied /sys + /proc tree
+  ncdoc snapshot --example dgx-h100               # a bundled example machine
+  ncdoc snapshot --list-examples
+"""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("-o", "--output", metavar="FILE",
+                        help="write the snapshot to FILE (atomically) instead of stdout")
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--sysfs-root", metavar="DIR",
+                     help="read /sys and /proc under DIR instead of this machine's (NVML is not queried)")
+    src.add_argument("--example", metavar="NAME", help="capture a bundled example machine instead")
+    parser.add_argument("--list-examples", action="store_true", help="list the bundled example machines")
+    parser.add_argument("--json", action="store_true",
+                        help="with -o, print a JSON summary on stdout; with --list-examples, list as JSON")
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` via a temporary file in the same folder and a rename: never half-written.
+
+    A symlink is written through (the link stays); a device or pipe (/dev/stdout, a FIFO) is
+    streamed into, since renaming over it would replace the device itself.
+    """
+    path = os.path.realpath(path)
+    if os.path.isdir(path):
+        raise InputError("cannot write the snapshot: that is a folder", path=path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise InputError("cannot write the snapshot", path=path, cause=exc.strerror or str(exc)) from None
+        return
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        raise InputError("cannot write the snapshot: no such folder", path=folder)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise InputError("cannot write the snapshot", path=path, cause=exc.strerror or str(exc)) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise InputError("cannot write the snapshot", path=path, cause=exc.strerror or str(exc)) from None
+        raise
+
+
+def _count(items: tuple, what: str) -> str:
+    return f"{len(items)} {what}{'' if len(items) == 1 else 's'}"
+
+
+def summary(snapshot) -> list[str]:
+    """A few lines saying what was found and what was not, for stderr."""
+    lines = [f"snapshot of {snapshot.host.hostname or 'unknown host'} ({snapshot.origin})"]
+
+    def section(label: str, status, found: str) -> None:
+        if status.state == "ok":
+            lines.append(f"  {label}: {found}")
+        else:
+            word = "none" if status.state == "absent" else "unknown"
+            lines.append(f"  {label}: {word} ({status.reason})")
+
+    gpus = snapshot.gpus
+    names = sorted({g.name for g in gpus.gpus})
+    nvl = max((sum(1 for link in g.nvlinks if link.active) for g in gpus.gpus), default=0)
+    gpu_text = f"{len(gpus.gpus)} x {', '.join(names)}" + (f", {nvl} NVLinks each" if nvl else ", no NVLink")
+    if gpus.fabric_manager and gpus.fabric_manager != "not_supported":
+        gpu_text += f", fabric manager {gpus.fabric_manager}"
+    section("GPUs", gpus.status, gpu_text)
+    ports = [p for h in snapshot.hcas.hcas for p in h.ports]
+    active = sum(1 for p in ports if p.state == "ACTIVE")
+    section("RDMA", snapshot.hcas.status,
+            f"{_count(snapshot.hcas.hcas, 'device')}, {active} of {len(ports)} ports ACTIVE")
+    section("network", snapshot.net.status, _count(snapshot.net.interfaces, "interface"))
+    section("PCIe", snapshot.pci.status, _count(snapshot.pci.devices, "device"))
+    section("NUMA", snapshot.numa.status, _count(snapshot.numa.nodes, "node"))
+    v = snapshot.versions
+    lines.append(f"  driver: {v.driver or 'unknown'}, CUDA driver API: {v.cuda_driver or 'unknown'}, "
+                 f"NCCL: {v.nccl or 'not found'}" + (f" ({v.nccl_libs[0].origin})" if v.nccl_libs else ""))
+    lines.append(f"  NCCL environment: {_count(snapshot.env.values, 'NCCL_* variable')} set"
+                 + (f" (files: {', '.join(snapshot.env.files)})" if snapshot.env.files else ""))
+    lines += [f"  note: {n}" for n in snapshot.notes]
+    return lines
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.list_examples:
+        from ncdoc.machines import list_examples
+
+        examples = list_examples()
+        if args.json:
+            print(json.dumps({"schema_version": 1, "examples": [
+                {"name": n, "description": d} for n, d in examples]}, indent=2))
+        else:
+            width = max((len(n) for n, _ in examples), default=0)
+            for name, desc in examples:
+                print(f"{name:<{width}}  {desc}")
+        return 0
+    if args.example:
+        from ncdoc.machines import load_example
+
+        snapshot = load_example(args.example)
+    else:
+        from ncdoc.probes.live import capture
+
+        root = args.sysfs_root or "/"
+        if not os.path.isdir(root):
+            raise UsageError(f"--sysfs-root {root!r} is not a folder")
+        snapshot = capture(sysfs_root=root)
+    text = snapshot.to_json() + "\n"
+    if args.output and args.output != "-":
+        write_atomic(args.output, text)
+        if args.json:
+            print(json.dumps({"schema_version": 1, "output": args.output, "origin": snapshot.origin,
+                              "summary": summary(snapshot)[1:], "notes": list(snapshot.notes)}, indent=2))
+        print(f"ncdoc: wrote {args.output}", file=sys.stderr)
+    else:
+        sys.stdout.write(text)
+    print("\n".join("ncdoc: " + line if i == 0 else line for i, line in enumerate(summary(snapshot))),
+          file=sys.stderr)
+    return 0

@@ -1,0 +1,189 @@
+"""IP interfaces from /sys/class/net, with addresses from `ip -j addr` (live) or a recorded copy.
+
+Addresses are the one fact sysfs does not hold. On the live node `ip -j addr show` is run
+with a timeout; without `ip`, /proc/net/if_inet6 still gives the IPv6 ones. A fake or
+captured tree may carry the JSON output of `ip -j addr show` as <root>/.ncdoc/ip-addr.json,
+which is parsed by the same code.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import shutil
+import subprocess
+
+from ncdoc.probes.sysfs import SysfsReader, pci_address_of
+from ncdoc.snapshot import HcaSection, NetIf, NetSection, Status
+
+CLASS_DIR = "/sys/class/net"
+RECORDED_ADDRESSES = "/.ncdoc/ip-addr.json"
+_IP_TIMEOUT_S = 3.0
+_ARPHRD_INFINIBAND, _ARPHRD_LOOPBACK = 32, 772
+
+
+def parse_ip_json(text: str) -> dict[str, list[str]]:
+    """`ip -j addr show` output -> {ifname: ["10.0.0.11/24", "fe80::1/64", ...]}."""
+    data = json.loads(text)
+    out: dict[str, list[str]] = {}
+    for link in data if isinstance(data, list) else []:
+        name = link.get("ifname")
+        if not name:
+            continue
+        addrs = out.setdefault(name, [])
+        for info in link.get("addr_info") or []:
+            if info.get("family") in ("inet", "inet6") and info.get("local"):
+                addrs.append(f"{info['local']}/{info.get('prefixlen', '')}".rstrip("/"))
+    return out
+
+
+def parse_ip_oneline(text: str) -> dict[str, list[str]]:
+    """`ip -o addr show` output (older iproute2 without -j) -> {ifname: [addr/prefix, ...]}."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) >= 4 and fields[2] in ("inet", "inet6"):
+            out.setdefault(fields[1].rstrip(":").split("@")[0], []).append(fields[3])
+    return out
+
+
+def parse_if_inet6(text: str) -> dict[str, list[str]]:
+    """/proc/net/if_inet6 lines ("fe80...0001 02 40 20 80 eth0") -> IPv6 addresses per interface."""
+    out: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        fields = line.split()
+        if len(fields) != 6 or len(fields[0]) != 32:
+            continue
+        try:
+            addr = ipaddress.IPv6Address(bytes.fromhex(fields[0]))
+            prefix = int(fields[2], 16)
+        except ValueError:
+            continue
+        out.setdefault(fields[5], []).append(f"{addr}/{prefix}")
+    return out
+
+
+def _run_ip(args: list[str]) -> str | None:
+    ip = shutil.which("ip")
+    if not ip:
+        return None
+    try:
+        done = subprocess.run([ip, *args], capture_output=True, text=True, timeout=_IP_TIMEOUT_S, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def read_addresses(fs: SysfsReader) -> tuple[dict[str, list[str]] | None, str]:
+    """(addresses per interface or None when unknown, where they came from)."""
+    recorded = fs.text(RECORDED_ADDRESSES)
+    if recorded is not None:
+        try:
+            return parse_ip_json(recorded), f"file:{RECORDED_ADDRESSES}"
+        except ValueError:
+            pass
+    if fs.live:
+        text = _run_ip(["-j", "addr", "show"])
+        if text:
+            try:
+                return parse_ip_json(text), "ip -j addr"
+            except ValueError:
+                pass
+        text = _run_ip(["-o", "addr", "show"])
+        if text:
+            return parse_ip_oneline(text), "ip -o addr"
+    inet6 = fs.text("/proc/net/if_inet6")
+    if inet6 is not None:
+        return parse_if_inet6(inet6), "/proc/net/if_inet6 (IPv6 only)"
+    return None, ""
+
+
+def _kind(fs: SysfsReader, name: str, base: str, virtual: bool, arp_type: int | None) -> str:
+    devtype = ""
+    for line in (fs.text(f"{base}/uevent") or "").splitlines():
+        if line.startswith("DEVTYPE="):
+            devtype = line.split("=", 1)[1]
+    if arp_type == _ARPHRD_LOOPBACK or name == "lo":
+        return "loopback"
+    if arp_type == _ARPHRD_INFINIBAND:
+        return "ipoib"
+    if devtype == "bond" or fs.is_dir(f"{base}/bonding"):
+        return "bond"
+    if devtype == "bridge" or fs.is_dir(f"{base}/bridge"):
+        return "docker" if name.startswith(("docker", "br-")) else "virbr" if name.startswith("virbr") else "bridge"
+    if devtype == "vlan":
+        return "vlan"
+    if name.startswith("veth"):
+        return "veth"
+    if fs.exists(f"{base}/tun_flags"):
+        return "tun"
+    if virtual:
+        # A capture may keep only the class link of a virtual device: fall back on its name.
+        if name.startswith("docker"):
+            return "docker"
+        if name.startswith("virbr"):
+            return "virbr"
+        if "." in name:
+            return "vlan"
+        return "virtual"
+    return "physical"
+
+
+def _hca_by_netdev(hcas: HcaSection) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for hca in hcas.hcas:
+        for port in hca.ports:
+            for netdev in port.netdevs:
+                out.setdefault(netdev, hca.name)
+    return out
+
+
+def _read_if(fs: SysfsReader, name: str, addresses: dict[str, list[str]] | None,
+             hca_of: dict[str, str]) -> NetIf:
+    base = f"{CLASS_DIR}/{name}"
+    resolved = fs.realpath(base) or ""
+    virtual = "/devices/virtual/" in resolved
+    arp_type = fs.read_int(f"{base}/type")
+    kind = _kind(fs, name, base, virtual, arp_type)
+    speed = fs.read_int(f"{base}/speed")
+    slaves_text = fs.text(f"{base}/bonding/slaves")
+    slaves = tuple(slaves_text.split()) if slaves_text else tuple(fs.listdir(f"{base}/brif") or ())
+    rdma = fs.listdir(f"{base}/device/infiniband") or []
+    return NetIf(
+        name=name,
+        addresses=tuple((addresses or {}).get(name, ())),
+        mtu=fs.read_int(f"{base}/mtu"),
+        operstate=fs.text(f"{base}/operstate"),
+        speed_mbps=speed if speed is not None and speed > 0 else None,
+        driver=fs.link_name(f"{base}/device/driver"),
+        kind=kind,
+        virtual=virtual or kind in ("loopback", "bond", "bridge", "docker", "virbr", "vlan", "veth", "tun"),
+        master=fs.link_name(f"{base}/master"),
+        slaves=slaves,
+        hca=hca_of.get(name) or (rdma[0] if len(rdma) == 1 else None),
+        pci_address=pci_address_of(fs.realpath(f"{base}/device")),
+    )
+
+
+def probe_net(fs: SysfsReader, hcas: HcaSection) -> tuple[NetSection, list[str]]:
+    names = fs.listdir(CLASS_DIR)
+    if names is None:
+        reason = fs.why_not(CLASS_DIR)
+        return NetSection(status=Status.unknown(reason)), [f"network interfaces unknown: {reason}"]
+    if not names:
+        return (NetSection(status=Status.absent(f"{CLASS_DIR} lists no interfaces", source=f"sysfs:{CLASS_DIR}")),
+                ["no network interfaces found"])
+    addresses, addr_source = read_addresses(fs)
+    notes: list[str] = []
+    if addresses is None:
+        notes.append("IP addresses unknown: `ip` is not available and /proc/net/if_inet6 cannot be read"
+                     if fs.live else f"IP addresses unknown: this tree holds no {RECORDED_ADDRESSES} "
+                     "(the output of `ip -j addr show`) and no /proc/net/if_inet6")
+    elif "IPv6 only" in addr_source:
+        notes.append("IPv4 addresses unknown: only /proc/net/if_inet6 could be read")
+    hca_of = _hca_by_netdev(hcas)
+    interfaces = tuple(_read_if(fs, n, addresses, hca_of) for n in names)
+    source = f"sysfs:{CLASS_DIR}" + (f"+{addr_source}" if addr_source else "")
+    return NetSection(status=Status.ok(source=source), interfaces=interfaces), notes
+
+

@@ -1,0 +1,155 @@
+"""A small reader for /sys and /proc, rooted anywhere.
+
+Every probe reads the machine through one `SysfsReader`, so the same code runs on the live
+node (root "/"), on a capture of another node's /sys and /proc, and on the fake trees the
+fixture machines write. Symlinks are resolved *inside* the root: real sysfs links are
+relative (../../devices/pci0000:00/...), and an absolute one is re-rooted instead of
+escaping to this machine's /sys.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+
+PCI_ADDRESS = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+HOST_BRIDGE = re.compile(r"^pci[0-9a-f]{4,8}:[0-9a-f]{2}$")
+
+_MAX_LINK_HOPS = 40
+
+
+class SysfsReader:
+    """Reads files under `root`; paths given to it are absolute paths as seen on that machine."""
+
+    def __init__(self, root: str = "/"):
+        self.root = os.path.abspath(root or "/")
+        self.live = self.root == "/"
+
+    # ---------------------------------------------------------------- paths
+
+    def path(self, rel: str) -> str:
+        """The path on this machine of `rel` ("/sys/class/net" or "sys/class/net")."""
+        return os.path.join(self.root, rel.lstrip("/"))
+
+    def exists(self, rel: str) -> bool:
+        return os.path.lexists(self.path(rel))
+
+    def is_dir(self, rel: str) -> bool:
+        return os.path.isdir(self.path(rel))
+
+    def realpath(self, rel: str) -> str | None:
+        """Resolve every symlink of `rel` within the root; returns a rooted path ("/sys/devices/...").
+
+        None when a link loops. A dangling link still resolves (as the kernel's readlink -f would
+        not): captures often keep the link but not its target, and the target's *name* is the fact.
+        """
+        todo = [p for p in rel.split("/") if p]
+        done: list[str] = []
+        hops = 0
+        while todo:
+            part = todo.pop(0)
+            if part == ".":
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            candidate = os.path.join(self.root, *done, part)
+            if os.path.islink(candidate):
+                hops += 1
+                if hops > _MAX_LINK_HOPS:
+                    return None
+                try:
+                    target = os.readlink(candidate)
+                except OSError:
+                    done.append(part)
+                    continue
+                if target.startswith("/"):
+                    done = []
+                todo = [p for p in target.split("/") if p] + todo
+            else:
+                done.append(part)
+        return "/" + "/".join(done)
+
+    def link_name(self, rel: str) -> str | None:
+        """Last component of the (resolved) target of a symlink such as .../driver; None if no link."""
+        if not os.path.islink(self.path(rel)):
+            return None
+        resolved = self.realpath(rel)
+        return os.path.basename(resolved) if resolved else None
+
+    # ---------------------------------------------------------------- reads
+
+    def read(self, rel: str) -> str:
+        """The file's text without its trailing newline; raises OSError as the kernel does."""
+        with open(self.path(rel), "rb") as fh:
+            data = fh.read(1 << 20)
+        return data.decode("utf-8", "replace").rstrip("\n")
+
+    def text(self, rel: str) -> str | None:
+        """`read` stripped of surrounding whitespace, or None when missing or unreadable."""
+        try:
+            return self.read(rel).strip()
+        except (OSError, ValueError):
+            return None
+
+    def read_int(self, rel: str) -> int | None:
+        """An integer file: decimal or 0x-hex ("0x3a4" lid files); None when missing or not a number."""
+        value = self.text(rel)
+        if value is None:
+            return None
+        try:
+            return int(value, 0) if value.lower().startswith(("0x", "-0x")) else int(value)
+        except ValueError:
+            return None
+
+    def read_bytes(self, rel: str, limit: int = 4096) -> bytes | None:
+        try:
+            with open(self.path(rel), "rb") as fh:
+                return fh.read(limit)
+        except OSError:
+            return None
+
+    def listdir(self, rel: str) -> list[str] | None:
+        """Sorted entries; [] when the directory does not exist; None when it cannot be read."""
+        try:
+            return sorted(os.listdir(self.path(rel)))
+        except FileNotFoundError:
+            return []
+        except NotADirectoryError:
+            return []
+        except OSError:
+            return None
+
+    def why_not(self, rel: str) -> str:
+        """A short reason why `rel` cannot be listed or read, for Status reasons."""
+        try:
+            os.stat(self.path(rel))
+        except FileNotFoundError:
+            return f"{rel} does not exist"
+        except PermissionError:
+            return f"{rel}: permission denied"
+        except OSError as exc:
+            return f"{rel}: {os.strerror(exc.errno or errno.EIO)}"
+        if not os.access(self.path(rel), os.R_OK):
+            return f"{rel}: permission denied"
+        return f"{rel} cannot be read"
+
+
+def pci_address_of(path: str | None) -> str | None:
+    """The PCI address a resolved device path ends in, e.g. ".../0000:18:00.0" -> "0000:18:00.0"."""
+    if not path:
+        return None
+    name = os.path.basename(path.rstrip("/"))
+    return name if PCI_ADDRESS.match(name) else None
+
+
+def natural_key(name: str) -> list[object]:
+    """Sort key that puts mlx5_2 before mlx5_10, as ibv_devices and people do."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
+
+
+def numa_of(value: int | None) -> int | None:
+    """sysfs writes -1 for "no NUMA affinity"."""
+    return value if value is not None and value >= 0 else None
