@@ -1,0 +1,1 @@
+"""The tuner: search spaces, studies, trial dispatch and benchmark backends."""
