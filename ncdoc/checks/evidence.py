@@ -1,0 +1,239 @@
+"""Evidence checks: what NCCL logs and nccl-tests output show about a job.
+
+The six `ev_*` functions here are the log side of rules the node pack owns (rules/node.yaml,
+rules/env.yaml): the rule fires from whichever side has facts. The rules only the evidence
+can decide live in rules/evidence.yaml; their checks are in evidence_log (NCCL logs) and
+evidence_tests (nccl-tests tables), imported here so that importing this module registers
+every evidence check.
+"""
+
+from __future__ import annotations
+
+from ncdoc.checks import evidence_log, evidence_tests  # noqa: F401  (registers their checks)
+from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, local_gpus,
+                                          log_net_devices, merge_evidence, multi_node, need_logs, node_evidence)
+from ncdoc.engine import Context, check
+from ncdoc.findings import Evidence, Hit, Skip
+
+_CLOUD_PLUGINS = {
+    "aws": "AWS EFA needs the aws-ofi-nccl plugin (libnccl-net.so / libnccl-net-ofi.so) on LD_LIBRARY_PATH",
+    "gcp": "GCP TCPX/TCPXO needs Google's NCCL net plugin (libnccl-net.so from the nccl-plugin-gpudirecttcpx image)",
+}
+
+
+def _internal(name: str | None) -> bool:
+    return (name or "").split(" ")[0].lower() in ("ib", "socket", "")
+
+
+# ---------------------------------------------------------------- RDMA devices
+
+_NO_HCA_LINES = (r"\b0 HCAs? found|No IB devices found|Failed to get IB devices list",
+                 r"no userspace device-specific driver|couldn't (?:open|find) device")
+
+
+def _no_rdma_in_listing(ctx: Context):
+    """ibv_devinfo / ibstat output that lists no usable device."""
+    for ne in node_evidence(ctx):
+        if ne.kind != "ibv_devinfo" or ne.hcas_state != "absent":
+            continue
+        kernel_has = "userspace" in ne.hcas_reason
+        yield Hit(f"{ne.tool or 'ibv_devinfo'} lists no usable RDMA device: {ne.hcas_reason or 'none found'}"
+                  + ("; the kernel has verbs devices the userspace cannot use, so NCCL falls back to TCP sockets"
+                     if kernel_has else "; NCCL will use TCP sockets between nodes"),
+                  ne.grep(*_NO_HCA_LINES) or (Evidence(ne.hcas_reason or "no RDMA device", ne.source),),
+                  fix=("Install the rdma-core userspace providers matching the host driver (ibverbs-providers / "
+                       "libmlx5, or MOFED userspace) in the image and pass every /dev/infiniband device "
+                       "(--device=/dev/infiniband, --cap-add=IPC_LOCK)." if kernel_has else None),
+                  severity="error" if kernel_has else "warning", subject="rdma")
+
+
+@check("ev_no_rdma_devices")
+def ev_no_rdma_devices(ctx: Context):
+    """NCCL found no usable verbs device: 'NET/IB : No device found', open failures, no libibverbs;
+    or ibv_devinfo lists none."""
+    if not ctx.logs and not any(ne.kind == "ibv_devinfo" for ne in node_evidence(ctx)):
+        raise Skip("no NCCL log or ibv_devinfo output given")
+    yield from _no_rdma_in_listing(ctx)
+    for log in ctx.logs:
+        if not _internal(log.transport):
+            continue        # an external plugin (EFA, TCPX) carries the traffic; IB finding none is normal
+        opened = log.problems_of("ibv_open_device_failed")
+        no_lib = log.problems_of("ibverbs_missing")
+        if not (log.ib_no_device or opened or no_lib):
+            continue
+        if log.transport == "IB" and not log.transports.get("Socket"):
+            continue        # some lines said no device, yet every rank ended on IB
+        why = []
+        if no_lib:
+            why.append("libibverbs could not be loaded (no rdma-core userspace in this image)")
+        if opened:
+            devs = sorted({p.details.get("device") for p in opened if p.details.get("device")})
+            why.append("verbs device(s) are listed but cannot be opened"
+                       + (f" ({', '.join(devs)})" if devs else "")
+                       + ": the container lacks /dev/infiniband or the userspace provider does not match the driver")
+        if log.ib_no_device and not why:
+            why.append("no IB/RoCE device is visible to the process")
+        hosts = log.ib_no_device_hosts
+        where = f" on {len(hosts)} host(s)" if len(hosts) > 1 else ""
+        ev = merge_evidence(cite_problems(log, no_lib + opened, 2), cite_kind(log, "ib_no_device", limit=2))
+        if (log.cloud or {}).get("aws") and not opened and not no_lib:
+            # EFA is not a verbs device NCCL's IB transport uses: on AWS the plugin is the way to RDMA
+            yield Hit(f"NCCL's IB transport found no device{where}, as expected on AWS: EFA is reached only "
+                      "through the aws-ofi-nccl plugin", ev,
+                      fix="Use EFA-enabled instances with aws-ofi-nccl installed (see net-plugin-missing).",
+                      severity="warning", subject="rdma")
+            continue
+        yield Hit(f"NCCL found no usable RDMA device{where}: " + "; ".join(why), ev,
+                  fix=("Run with the RDMA devices and userspace: docker run --device=/dev/infiniband "
+                       "--cap-add=IPC_LOCK (or the RDMA device plugin on Kubernetes), an image with rdma-core / "
+                       "ibverbs-providers matching the host driver; check `ibv_devinfo` inside the container."),
+                  severity="error" if log.transport == "Socket" else "warning", subject="rdma")
+
+
+@check("ev_net_plugin_missing")
+def ev_net_plugin_missing(ctx: Context):
+    """A net plugin the job needs was not loaded: named but not found, or RDMA fabric without its plugin."""
+    for log in need_logs(ctx):
+        plugin = log.plugin
+        wanted = env_value(ctx, "NCCL_NET_PLUGIN") or plugin.requested
+        if wanted and wanted.lower() != "none" and not plugin.loaded and plugin.missing:
+            yield Hit(f"NCCL_NET_PLUGIN names {wanted!r} but NCCL could not load it and used its internal "
+                      f"transports ({log.transport or 'unknown'})",
+                      merge_evidence(env_evidence(ctx, "NCCL_NET_PLUGIN"), cite_kind(log, "plugin_missing", "plugin")),
+                      fix="Put the plugin's directory on LD_LIBRARY_PATH (or give NCCL_NET_PLUGIN its full path).",
+                      severity="error", subject=wanted)
+            continue
+        failed = log.problems_of("net_plugin_init_failed")
+        net = env_value(ctx, "NCCL_NET")
+        if failed:
+            yield Hit("no network transport could start ('Failed to initialize any NET plugin')"
+                      + (f": NCCL_NET={net} names a network no loaded plugin provides" if net else
+                         ": no net plugin loaded and neither IB nor sockets found a usable device"),
+                      merge_evidence(env_evidence(ctx, "NCCL_NET"), cite_problems(log, failed, 2)),
+                      fix="Install the plugin NCCL_NET asks for, or unset NCCL_NET." if net else
+                          "Check that the RDMA devices and an IP interface are visible to the job (ibv_devinfo, "
+                          "ip addr), and that NCCL_IB_HCA / NCCL_SOCKET_IFNAME match them.",
+                      severity="error", subject="NCCL_NET")
+            continue
+        if log.transport != "Socket" or not plugin.missing or plugin.loaded or not log.ib_no_device:
+            continue
+        cloud = log.cloud or {}
+        which = next((k for k in _CLOUD_PLUGINS if cloud.get(k)), None)
+        msg = ("no external net plugin was loaded and NCCL found no IB/RoCE device, so it uses TCP sockets")
+        if which:
+            msg += f": this looks like {which.upper()}, where {_CLOUD_PLUGINS[which]}"
+        else:
+            msg += ": if the fabric is AWS EFA, GCP TCPX/TCPXO or HPE Slingshot, NCCL needs that fabric's plugin"
+        yield Hit(msg, cite_kind(log, "plugin_missing", "ib_no_device", "transport", limit=3),
+                  fix="Install the fabric's NCCL net plugin (aws-ofi-nccl for EFA) and check the log for "
+                      "'NET/Plugin: Loaded net plugin'.",
+                  severity="warning" if which else "info", subject="net-plugin")
+
+
+# ---------------------------------------------------------------- socket interfaces
+
+def _ifaces(ctx: Context, classification: str):
+    for log in need_logs(ctx):
+        for s in log.socket_ifaces:
+            if s.classification == classification:
+                yield log, s
+
+
+_ROLE = {"bootstrap": "bootstraps over", "oob": "sets up IB connections over", "net": "sends data over",
+         "candidate": "lists"}
+
+
+@check("ev_socket_ifname_loopback")
+def ev_socket_ifname_loopback(ctx: Context):
+    multi = multi_node(ctx)
+    if multi is False:
+        need_logs(ctx)
+        return              # one node: loopback is fine
+    for log, s in _ifaces(ctx, "loopback"):
+        if s.role == "candidate":
+            continue            # listed as available is not used
+        only = s.role == "net" and all(o.classification == "loopback" for o in log.socket_ifaces if o.role == "net")
+        hard = multi and (s.role in ("bootstrap", "oob") or only)
+        yield Hit(f"NCCL {_ROLE.get(s.role, 'uses')} the loopback interface {s.name}"
+                  + (f" ({s.address})" if s.address else "")
+                  + (" in a job across nodes: other nodes cannot reach it" if multi else
+                     ": other nodes cannot reach it if this job spans nodes"),
+                  cite_problems(log, [s]),
+                  fix="Set NCCL_SOCKET_IFNAME to the interface that routes between the nodes (the same name on "
+                      "every node), e.g. NCCL_SOCKET_IFNAME=eth0, or exclude loopback with NCCL_SOCKET_IFNAME=^lo.",
+                  severity="error" if hard else "warning", subject=f"{s.name}:{s.role}")
+
+
+@check("ev_socket_ifname_virtual")
+def ev_socket_ifname_virtual(ctx: Context):
+    if multi_node(ctx) is False:
+        need_logs(ctx)
+        return
+    for log, s in _ifaces(ctx, "virtual"):
+        if s.role == "candidate":
+            continue
+        exclude = ",".join(dict.fromkeys([s.name.rstrip("0123456789"), "docker", "lo", "virbr"]))
+        yield Hit(f"NCCL {_ROLE.get(s.role, 'uses')} {s.name}"
+                  + (f" ({s.address})" if s.address else "")
+                  + f", a {s.kind} interface local to its host: traffic to other nodes over it fails or crawls",
+                  cite_problems(log, [s]),
+                  fix="Set NCCL_SOCKET_IFNAME to the physical interface between the nodes (or exclude bridges: "
+                      f"NCCL_SOCKET_IFNAME=^{exclude}).",
+                  severity="warning", subject=f"{s.name}:{s.role}")
+
+
+# ---------------------------------------------------------------- fabric manager
+
+_FM_CODES = {802, 999}
+
+
+@check("ev_fabric_manager")
+def ev_fabric_manager(ctx: Context):
+    """CUDA 802 (system not ready) or 999 on the NVLS/NVSwitch path: the Fabric Manager state."""
+    for log in need_logs(ctx):
+        bad = []
+        for p in log.problems_of("cuda_failure"):
+            if p.code == 802:
+                bad.append(p)
+            elif p.code == 999 and ("nvls" in (p.source_file or "").lower() or log.nvswitch_context):
+                bad.append(p)
+        if not bad:
+            continue
+        codes = sorted({p.code for p in bad})
+        yield Hit(f"CUDA error {'/'.join(map(str, codes))} "
+                  + ("in NCCL's NVLS (NVLink SHARP) setup" if any("nvls" in (p.source_file or "").lower() for p in bad)
+                     else "on an NVSwitch system")
+                  + ": the NVSwitch Fabric Manager is not running, not finished, or was restarted without a GPU "
+                    "reset",
+                  cite_problems(log, bad),
+                  fix="Check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A2 Fabric`; after a "
+                      "Fabric Manager restart reset the GPUs (or reboot). NCCL_NVLS_ENABLE=0 only hides NVLS.",
+                  severity="error", subject="fabric-manager")
+
+
+# ---------------------------------------------------------------- NIC count
+
+@check("ev_nic_count_limited")
+def ev_nic_count_limited(ctx: Context):
+    """NCCL uses fewer NICs than there are GPUs on a node."""
+    logs = need_logs(ctx)
+    devices = log_net_devices(ctx)
+    gpus = local_gpus(ctx)
+    if not devices or not gpus or multi_node(ctx) is False:
+        return
+    nics = len(devices)
+    if nics >= gpus:
+        return
+    hca = env_value(ctx, "NCCL_IB_HCA")
+    log = next(lg for lg in logs if lg.net_devices)
+    ev = merge_evidence(env_evidence(ctx, "NCCL_IB_HCA"), cite_kind(log, "net_devices", "comm_summary", limit=2))
+    names = ", ".join(d.name for d in devices)
+    if hca:
+        yield Hit(f"NCCL_IB_HCA={hca} leaves NCCL {nics} NIC(s) ({names}) for {gpus} GPUs per node: every "
+                  f"GPU's traffic between nodes shares {'it' if nics == 1 else 'them'}, at most "
+                  f"{nics}/{gpus} of the bandwidth one NIC per GPU would give",
+                  ev, fix="List every rail NIC in NCCL_IB_HCA (one per GPU, see `nvidia-smi topo -m`), or unset it.",
+                  severity="warning", subject="NCCL_IB_HCA")
+    else:
+        yield Hit(f"NCCL uses {nics} NIC(s) ({names}) for {gpus} GPUs per node: the network, not NVLink, bounds "
+                  "bandwidth between nodes", ev, severity="info", subject="nics")

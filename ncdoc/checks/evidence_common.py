@@ -1,0 +1,271 @@
+"""What the evidence checks share: reaching the parsed logs and tests, quoting their lines,
+the job's shape (nodes, GPUs per node) and the bandwidth it should reach.
+
+Run evidence arrives in `ctx.evidence` by kind: "nccl_log" (ncdoc.evidence.nccl_log.LogFacts),
+"nccl_tests" (ncdoc.evidence.nccl_tests facts). Every helper reads attributes defensively,
+so a check meets an older or partial parse with a skip, never a crash.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+from ncdoc.bandwidth import Expectation, expected_bandwidth
+from ncdoc.engine import Context
+from ncdoc.findings import Evidence, Skip
+
+MAX_EVIDENCE = 4
+
+
+@dataclass(frozen=True)
+class NodeEvidence:
+    """A node-evidence file (ibv_devinfo, topo -m, XML) as read: what its importer made of it, and its
+    lines, so a check can quote the line behind a fact. In ctx.evidence["node_evidence"]."""
+    source: str
+    kind: str                        # detect_kind's name: "ibv_devinfo", "topo_matrix", ...
+    tool: str | None = None          # "ibv_devinfo" | "ibstat" | "ibstatus" | "show_gids"
+    notes: tuple[str, ...] = ()
+    hcas_state: str | None = None    # the imported HcaSection status: "ok" | "absent" | "unknown"
+    hcas_reason: str = ""
+    lines: tuple[str, ...] = ()
+
+    def grep(self, *patterns: str, limit: int = 3) -> tuple[Evidence, ...]:
+        """Lines matching the patterns, the first pattern's matches first."""
+        out: list[Evidence] = []
+        for pattern in patterns:
+            rx = re.compile(pattern)
+            for n, text in enumerate(self.lines, 1):
+                if len(out) >= limit:
+                    return tuple(out)
+                if rx.search(text):
+                    ev = Evidence(text.strip()[:200], self.source, n)
+                    if ev not in out:
+                        out.append(ev)
+        return tuple(out)
+
+
+def node_evidence(ctx: Context) -> list[NodeEvidence]:
+    return list(ctx.evidence.get("node_evidence", []))
+
+
+def need_logs(ctx: Context) -> list[Any]:
+    if not ctx.logs:
+        raise Skip("no NCCL log given")
+    return ctx.logs
+
+
+def need_tests(ctx: Context) -> list[Any]:
+    if not ctx.tests:
+        raise Skip("no nccl-tests output given")
+    return ctx.tests
+
+
+def _source(obj: Any) -> str:
+    return getattr(obj, "source", "") or ""
+
+
+def cite(obj: Any, items: Iterable[Any], limit: int = MAX_EVIDENCE) -> tuple[Evidence, ...]:
+    """Findings evidence from parser citations (objects with .line and .text) of `obj`'s file."""
+    out: list[Evidence] = []
+    src = _source(obj)
+    for e in items:
+        if e is None:
+            continue
+        ev = Evidence(getattr(e, "text", str(e)), src, getattr(e, "line", None))
+        if ev not in out:
+            out.append(ev)
+        if len(out) >= limit:
+            break
+    return tuple(out)
+
+
+def cite_kind(obj: Any, *kinds: str, limit: int = MAX_EVIDENCE) -> tuple[Evidence, ...]:
+    """The first lines the parser kept for each fact kind in `kinds`, in that order."""
+    book = getattr(obj, "evidence", None) or {}
+    items: list[Any] = []
+    for k in kinds:
+        items.extend(book.get(k, ()))
+    return cite(obj, items, limit)
+
+
+def cite_problems(obj: Any, problems: Iterable[Any], limit: int = MAX_EVIDENCE) -> tuple[Evidence, ...]:
+    return cite(obj, (p.evidence for p in problems), limit)
+
+
+def merge_evidence(*groups: Iterable[Evidence], limit: int = 6) -> tuple[Evidence, ...]:
+    out: list[Evidence] = []
+    for g in groups:
+        for e in g:
+            if e not in out:
+                out.append(e)
+    return tuple(out[:limit])
+
+
+# ---------------------------------------------------------------- the environment
+
+def env_value(ctx: Context, name: str) -> str | None:
+    """The effective value of `name`: the context's env (launch files, --env, the snapshot),
+    else what a log says it was set to."""
+    v = ctx.env.get(name) if ctx.env is not None else None
+    if v is not None:
+        return v
+    for log in ctx.logs:
+        got = (getattr(log, "env", None) or {}).get(name)
+        if got is not None:
+            return got
+    return None
+
+
+def env_evidence(ctx: Context, name: str) -> tuple[Evidence, ...]:
+    for v in (ctx.env.values if ctx.env is not None else ()):
+        if v.name == name:
+            return (Evidence(f"{v.name}={v.value}", v.source, v.line),)
+    for log in ctx.logs:
+        got = cite_kind(log, "env:" + name, limit=1)
+        if got:
+            return got
+    return ()
+
+
+def env_true(value: str | None) -> bool:
+    if value is None:
+        return False
+    try:
+        return int(value.strip(), 0) != 0
+    except ValueError:
+        return False
+
+
+# ---------------------------------------------------------------- the job's shape
+
+def _int(x: Any) -> int | None:
+    return x if isinstance(x, int) and not isinstance(x, bool) and x > 0 else None
+
+
+def tests_hosts(t: Any) -> tuple[str, ...]:
+    return tuple(getattr(t, "hosts", None) or ())
+
+
+def ranks_per_host(t: Any) -> dict[str, int]:
+    """Distinct ranks nccl-tests lists per host (the first run that lists any)."""
+    devices = getattr(t, "devices", None) or ()
+    if not devices:
+        return {}
+    first = min(d.run for d in devices)
+    per: dict[str, set] = {}
+    for d in devices:
+        if d.run == first:
+            per.setdefault(d.host, set()).add(d.rank)
+    return {h: len(r) for h, r in per.items()}
+
+
+def tests_complete_listing(t: Any) -> bool:
+    """True when the device list is whole: ranks 0..n-1 once each, followed by results."""
+    devices = getattr(t, "devices", None) or ()
+    if not devices or getattr(t, "truncated", False) or getattr(t, "duplicate_ranks", ()):
+        return False
+    ranks = sorted(d.rank for d in devices)
+    return ranks == list(range(len(ranks))) and bool(getattr(t, "rows", ()))
+
+
+def job_nodes(ctx: Context) -> int | None:
+    """How many nodes the job spans: --nodes, an NCCL log's nNodes, the hosts it or nccl-tests name."""
+    given = _int(ctx.options.get("nodes"))
+    if given:
+        return given
+    for log in ctx.logs:
+        n = _int(getattr(log, "nnodes", None))
+        if n:
+            return n
+    for log in ctx.logs:
+        if (getattr(log, "host_count", 0) or 0) > 1:
+            return log.host_count
+    for t in ctx.tests:
+        hosts = tests_hosts(t)
+        if len(hosts) > 1:
+            return len(hosts)
+        # rank 0 lists every rank's device: a complete list on one host is a one-node job
+        if len(hosts) == 1 and tests_complete_listing(t):
+            return 1
+    return None
+
+
+def multi_node(ctx: Context) -> bool | None:
+    """True/False when the evidence says whether the job crosses nodes, None when it cannot."""
+    n = job_nodes(ctx)
+    if n is not None:
+        return n > 1
+    for log in ctx.logs:
+        nranks, local = _int(getattr(log, "nranks", None)), _int(getattr(log, "local_ranks", None))
+        if nranks and local:
+            return nranks > local
+    return None
+
+
+def local_gpus(ctx: Context) -> int | None:
+    """GPUs (ranks) per node: an NCCL log's localRanks, else the most ranks nccl-tests lists on one host."""
+    for log in ctx.logs:
+        n = _int(getattr(log, "local_ranks", None))
+        if n:
+            return n
+    for t in ctx.tests:
+        per_host = ranks_per_host(t)
+        if per_host:
+            return max(per_host.values())
+    return None
+
+
+def log_net_devices(ctx: Context) -> list[Any]:
+    """NetDevice records of the IB/RoCE devices the logs say NCCL uses (unique by name)."""
+    seen: dict[str, Any] = {}
+    for log in ctx.logs:
+        for d in getattr(log, "net_devices", ()) or ():
+            if getattr(d, "transport", "IB") == "IB":
+                seen.setdefault(d.name, d)
+    return list(seen.values())
+
+
+def tests_collective(ctx: Context) -> str | None:
+    """The collective nccl-tests measured: from its header, else from busbw/algbw (> 1 only for all-reduce)."""
+    for t in ctx.tests:
+        c = getattr(t, "collective", None)
+        if c:
+            return c
+    for t in ctx.tests:
+        factor = getattr(t, "bus_factor", None)
+        if factor is not None and factor > 1.05:
+            return "all_reduce"
+    return None
+
+
+def gpu_name(ctx: Context) -> str | None:
+    if ctx.options.get("gpu_name"):
+        return ctx.options["gpu_name"]
+    for t in ctx.tests:
+        for d in getattr(t, "devices", None) or ():
+            if getattr(d, "name", None):
+                return d.name
+    return None
+
+
+def job_expectation(ctx: Context) -> Expectation:
+    """The bandwidth this job should reach, from everything the context holds."""
+    opts = ctx.options
+    nic_gbps, nics = opts.get("nic_gbps"), opts.get("nics")
+    devices = log_net_devices(ctx)
+    source = "the command line"
+    snapshot = ctx.snapshot
+    if nic_gbps is None:
+        speeds = sorted(d.speed_mbps for d in devices if getattr(d, "speed_mbps", None))
+        has_ports = snapshot is not None and snapshot.hcas.status.known and any(
+            p.rate_gbps for h in snapshot.hcas.hcas for p in h.ports)
+        if speeds and not has_ports:
+            nic_gbps, nics, source = speeds[len(speeds) // 2] / 1000.0, len(devices), "the NCCL log"
+    return expected_bandwidth(
+        snapshot, nic_gbps=nic_gbps, nics=nics, nodes=job_nodes(ctx),
+        collective=tests_collective(ctx) or "unknown",
+        gpu_name=gpu_name(ctx), ib_hca=env_value(ctx, "NCCL_IB_HCA"),
+        net_devices=[d.name for d in devices], local_ranks=local_gpus(ctx), algo=env_value(ctx, "NCCL_ALGO"),
+        nic_source=source)

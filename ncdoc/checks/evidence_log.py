@@ -1,0 +1,332 @@
+"""Checks over NCCL logs: transport fallback, bootstrap, QP setup, GPUDirect RDMA, completion errors.
+
+Each reads the parsed log (ncdoc.evidence.nccl_log.LogFacts) and quotes the lines it saw.
+"""
+
+from __future__ import annotations
+
+from ncdoc.checks.evidence_common import (cite, cite_kind, cite_problems, env_evidence, env_true, env_value,
+                                          merge_evidence, multi_node, need_logs)
+from ncdoc.engine import Context, check
+from ncdoc.findings import Hit
+from ncdoc.nccl_parse import version_cmp
+
+# ---------------------------------------------------------------- rdma-path
+
+_NO_RDMA_KINDS = ("ibv_open_device_failed", "ibverbs_missing", "ib_no_ip_interface")
+
+
+@check("socket_fallback")
+def socket_fallback(ctx: Context):
+    """The job moves data between nodes over TCP sockets instead of RDMA."""
+    for log in need_logs(ctx):
+        ranks_socket = log.transports.get("Socket", 0)
+        if log.transport != "Socket" and not ranks_socket:
+            continue
+        ev = merge_evidence(cite_kind(log, "transport", limit=2), cite_kind(log, "ib_no_device", limit=1),
+                            cite_problems(log, [p for k in _NO_RDMA_KINDS for p in log.problems_of(k)], 2),
+                            cite_kind(log, "socket_devices", limit=1))
+        net = (env_value(ctx, "NCCL_NET") or "").lower()
+        deliberate = env_true(env_value(ctx, "NCCL_IB_DISABLE")) or net == "socket"
+        if deliberate:
+            yield Hit("NCCL uses TCP sockets because NCCL_IB_DISABLE / NCCL_NET asks it to",
+                      merge_evidence(env_evidence(ctx, "NCCL_IB_DISABLE"), env_evidence(ctx, "NCCL_NET"), ev),
+                      fix="Unset NCCL_IB_DISABLE and NCCL_NET=Socket when the nodes have RDMA NICs.",
+                      severity="info", subject="socket")
+            continue
+        if multi_node(ctx) is False:
+            yield Hit("NCCL chose its Socket network, but this job runs on one node, where it is not used",
+                      ev, severity="info", subject="socket")
+            continue
+        why = []
+        if log.ib_no_device:
+            why.append("NCCL found no IB/RoCE device ('NET/IB : No device found')")
+        if log.problems_of("ibv_open_device_failed"):
+            why.append("a verbs device could not be opened")
+        if log.problems_of("ibverbs_missing"):
+            why.append("libibverbs is missing")
+        if log.problems_of("ib_no_ip_interface"):
+            why.append("IB found no IP interface for its connection setup")
+        # Without a sign that RDMA was meant to be used (a device NCCL could not use, IB asked for), the
+        # cluster may simply be Ethernet-only: slow, but not a fault.
+        ib_wanted = (env_value(ctx, "NCCL_IB_DISABLE") or "").strip() == "0" or \
+            (env_value(ctx, "NCCL_NET") or "").lower() == "ib"
+        expected_rdma = bool(why) or ib_wanted
+        partial = [t for t in log.transports if t and t != "Socket"]
+        if partial and ranks_socket:
+            scope = (f"{ranks_socket} of {sum(log.transports.values())} ranks use TCP sockets while others use "
+                     f"{', '.join(partial)}")
+        else:
+            scope = "NCCL moves data between nodes over TCP sockets"
+        yield Hit(scope + " (typically 4-5x slower than RDMA, about 5 GB/s instead of 25+)"
+                  + (": " + "; ".join(why) if why else ""),
+                  ev, fix="Make the RDMA devices usable where the job runs (ibv_devinfo must list an ACTIVE port; "
+                          "in containers pass /dev/infiniband and IPC_LOCK), or install the fabric's net plugin.",
+                  severity=None if expected_rdma or partial else "warning", subject="socket")
+
+
+_SOCKET_PROBLEMS = ("socket_connect_error", "socket_no_listen_interface", "socket_no_interface",
+                    "bootstrap_no_interface")
+
+
+@check("bootstrap_unreachable")
+def bootstrap_unreachable(ctx: Context):
+    """Ranks cannot open TCP connections to each other (bootstrap or socket transport)."""
+    for log in need_logs(ctx):
+        problems = [p for k in _SOCKET_PROBLEMS for p in log.problems_of(k)]
+        if not problems:
+            continue
+        first = problems[0]
+        addrs = sorted({p.details.get("address") for p in problems if p.details.get("address")})
+        codes = sorted({p.code_name for p in problems if p.code_name})
+        what = first.meaning or first.message
+        msg = (f"ranks cannot connect to each other over TCP"
+               + (f" (to {', '.join(addrs[:3])})" if addrs else "")
+               + (f" [{', '.join(codes)}]" if codes else "") + f": {what}")
+        ifname = env_value(ctx, "NCCL_SOCKET_IFNAME")
+        fix = ("Set NCCL_SOCKET_IFNAME to the interface whose address the other nodes can reach (same name on every "
+               "node) and open the ports between nodes; 'Connection refused' also means the peer process is not "
+               "up or died - check its log first.")
+        if ifname:
+            msg += f"; NCCL_SOCKET_IFNAME={ifname}"
+        yield Hit(msg, merge_evidence(cite_problems(log, problems, 3), cite_kind(log, "bootstrap", limit=1),
+                                      env_evidence(ctx, "NCCL_SOCKET_IFNAME")),
+                  fix=fix, subject="bootstrap")
+
+
+@check("socket_address_link_local")
+def socket_address_link_local(ctx: Context):
+    """NCCL's socket traffic uses a link-local address (169.254/16, fe80::/10)."""
+    multi = multi_node(ctx)
+    _USE = {"bootstrap": "its bootstrap", "oob": "IB connection setup", "net": "data"}
+    for log in need_logs(ctx):
+        if multi is False:
+            continue
+        seen: dict[tuple[str, str | None], list] = {}
+        for s in log.socket_ifaces:
+            if s.classification == "link_local" and s.role != "candidate":
+                seen.setdefault((s.name, s.address), []).append(s)
+        for (name, address), group in seen.items():
+            uses = " and ".join(dict.fromkeys(_USE.get(s.role, s.role) for s in group))
+            yield Hit(f"NCCL uses {name} with the link-local address {address} for {uses}: link-local "
+                      "addresses are not routed, so only nodes on the same segment can connect",
+                      cite_problems(log, group),
+                      fix="Give the interface a routable address, or set NCCL_SOCKET_IFNAME to one that has one "
+                          "(and NCCL_SOCKET_FAMILY=AF_INET to skip IPv6 link-local addresses).",
+                      subject=name)
+
+
+@check("qp_connect_timeout")
+def qp_connect_timeout(ctx: Context):
+    """QP transition INIT->RTR timed out: this NIC cannot reach the peer's GID (rails, routing, GID)."""
+    for log in need_logs(ctx):
+        probs = log.problems_of("qp_connect_timeout")
+        if not probs:
+            continue
+        d = probs[0].details
+        cross = env_value(ctx, "NCCL_CROSS_NIC")
+        where = ", ".join(f"{k.replace('_', ' ')} {d[k]}" for k in ("device", "gid_index") if d.get(k))
+        msg = (f"IB queue-pair setup timed out ({d.get('state', 'INIT')} -> {d.get('next_state', 'RTR')}"
+               + (f", {where}" if where else "") + f"; {len(probs)} time(s)): the NIC cannot reach the remote GID. "
+               "On a rail-optimised fabric NICs of different rails cannot talk, and NCCL crosses rails unless "
+               "NCCL_CROSS_NIC=0")
+        patch = {} if (cross or "").strip() == "0" else {"NCCL_CROSS_NIC": "0"}
+        yield Hit(msg, merge_evidence(cite_problems(log, probs, 2), env_evidence(ctx, "NCCL_CROSS_NIC"),
+                                      env_evidence(ctx, "NCCL_IB_GID_INDEX")),
+                  fix="On rail-only fabrics set NCCL_CROSS_NIC=0; otherwise check that every NIC can route to "
+                      "every other (RoCE: same subnet or routes, GID index of a RoCE v2 IPv4 GID).",
+                  env_patch=patch, subject=d.get("device", "qp"))
+
+
+@check("ib_qp_setup_failed")
+def ib_qp_setup_failed(ctx: Context):
+    for log in need_logs(ctx):
+        probs = log.problems_of("ib_qp_modify_failed")
+        if not probs:
+            continue
+        p = probs[0]
+        yield Hit(f"ibv_modify_qp failed ({p.code_name or p.code}: {p.meaning}); with RoCE this is most often a "
+                  "GID index that does not exist or is not configured on that port",
+                  merge_evidence(cite_problems(log, probs, 2), env_evidence(ctx, "NCCL_IB_GID_INDEX")),
+                  subject=p.details.get("device", "qp"))
+
+
+@check("ib_incompatible_devices")
+def ib_incompatible_devices(ctx: Context):
+    for log in need_logs(ctx):
+        probs = log.problems_of("ib_incompatible_devices")
+        if probs or log.link_layer == "mixed":
+            yield Hit("NCCL paired NICs of different link layers (InfiniBand and RoCE), which cannot talk to each "
+                      "other", cite_problems(log, probs, 2) or cite_kind(log, "net_devices", limit=2),
+                      subject="link-layers")
+
+
+# ---------------------------------------------------------------- gdr-affinity
+
+def _version_le(a: str, b: str) -> bool:
+    try:
+        return version_cmp(a, b) <= 0
+    except ValueError:
+        return False
+
+
+def _gdr_reason(ctx: Context, log) -> tuple[str, str]:
+    """(why GDR is off, the fix), from the log's own reasons, the env and the NCCL version."""
+    g = log.gdr
+    reasons = [r for r in (g.reason, *g.off_reasons) if r]
+    level = env_value(ctx, "NCCL_NET_GDR_LEVEL")
+    distance = next((r for r in reasons if "distance" in r), None)
+    if distance and not g.hcas_off:
+        why = f"the GPU-NIC distance is beyond NCCL_NET_GDR_LEVEL ({distance})"
+        fix = ("Use GPUs and NICs on the same PCIe switch (check `nvidia-smi topo -m`), or raise "
+               "NCCL_NET_GDR_LEVEL (PHB/SYS) if your platform routes peer traffic well.")
+        return why, fix
+    version = ctx.nccl_version
+    why = ("NCCL could not register GPU memory with the NIC (per-HCA 'GPU Direct RDMA Disabled'): "
+           "no nvidia_peermem / nv_peer_mem registration and no DMA-BUF")
+    if level:
+        why += f"; not a distance problem, since NCCL_NET_GDR_LEVEL={level}"
+    if g.dma_buf:
+        why += "; DMA-BUF is reported available on the GPU, so the NIC side (driver or rdma-core) lacks it"
+    fix = ("Load nvidia_peermem (`modprobe nvidia_peermem`; check /sys/kernel/mm/memory_peers/nv_mem/version) or "
+           "use DMA-BUF (kernel >= 5.12, open GPU driver, recent rdma-core).")
+    if version and _version_le(version, "2.22.3"):
+        why += f"; NCCL {version} (<= 2.22.3) may not detect a loaded nvidia_peermem (NVIDIA/nccl#1676)"
+        fix += " Upgrade NCCL to 2.23.4 or later, which also checks /sys/module/nvidia_peermem."
+    elif not version:
+        fix += (" If nvidia_peermem is loaded and NCCL is 2.22.3 or older, NCCL may not see it "
+                "(NVIDIA/nccl#1676): upgrade to 2.23.4 or later.")
+    return why, fix
+
+
+@check("gdr_disabled")
+def gdr_disabled(ctx: Context):
+    for log in need_logs(ctx):
+        if log.gdr.state != "disabled" or log.transport == "Socket":
+            continue
+        why, fix = _gdr_reason(ctx, log)
+        yield Hit(f"GPUDirect RDMA is off: NIC traffic is staged through host memory ({why})",
+                  merge_evidence(cite(log, log.gdr.evidence, 3), cite_kind(log, "gdr_off", limit=3),
+                                 env_evidence(ctx, "NCCL_NET_GDR_LEVEL")),
+                  fix=fix, subject="gdr")
+
+
+@check("gdr_partial")
+def gdr_partial(ctx: Context):
+    logs = need_logs(ctx)
+    on = [lg for lg in logs if lg.gdr.state == "enabled" and lg.transport != "Socket"]
+    off = [lg for lg in logs if lg.gdr.state == "disabled" and lg.transport != "Socket"]
+    if on and off:
+        # one log per node: GDR on some nodes and off on others
+        why, fix = _gdr_reason(ctx, off[0])
+        yield Hit(f"GPUDirect RDMA is on in {len(on)} log(s) and off in {len(off)} "
+                  f"({', '.join(lg.source for lg in off[:3])}): the nodes without it slow every ring ({why})",
+                  merge_evidence(cite_kind(off[0], "gdr_off", limit=2), cite(off[0], off[0].gdr.evidence, 2),
+                                 cite_kind(on[0], "gdr_on", "gdr_channel_on", limit=1)),
+                  fix=fix, subject="gdr-nodes")
+    for log in logs:
+        g = log.gdr
+        if g.state != "partial" or log.transport == "Socket":
+            continue
+        parts = []
+        if g.hcas_off:
+            parts.append(f"HCAs without GDR: {', '.join(g.hcas_off[:6])}")
+        if g.directions_off:
+            parts.append(f"directions without GDR: {', '.join(g.directions_off)}")
+        if g.ranks_off:
+            parts.append(f"ranks without GDR: {', '.join(g.ranks_off[:6])}{' ...' if len(g.ranks_off) > 6 else ''}")
+        if g.pairs_off and not parts:
+            parts.append(f"{g.pairs_off} GPU/NIC pair(s) without GDR")
+        why, fix = _gdr_reason(ctx, log)
+        yield Hit("GPUDirect RDMA is on for some GPUs, NICs, directions or nodes only"
+                  + (f" ({'; '.join(parts)})" if parts else "") + f": the slow ones bound every ring ({why})",
+                  merge_evidence(cite_kind(log, "gdr_off", limit=2), cite_kind(log, "gdr_on", limit=1),
+                                 cite(log, g.evidence, 2)),
+                  fix=fix, subject="gdr")
+
+
+@check("p2p_disabled_nvlink")
+def p2p_disabled_nvlink(ctx: Context):
+    for log in need_logs(ctx):
+        probs = log.problems_of("p2p_disabled_nvlink")
+        if probs:
+            yield Hit("NVML reports P2P disabled between NVLink-connected GPUs: a driver, NVLink or Fabric "
+                      "Manager fault", cite_problems(log, probs, 2), subject="p2p")
+
+
+# ---------------------------------------------------------------- link-health
+
+# What to check per ibv_wc_status code, beyond the code's meaning (nccl_facts.md §6.5 HINTs).
+COMPLETION_HINTS = {
+    12: "check the MTU end to end (NIC, switch ports), the RoCE GID index (a RoCE v2 IPv4 GID), routing and "
+        "rails (NCCL_CROSS_NIC=0 on rail-only fabrics), PFC/ECN on RoCE; a larger NCCL_IB_TIMEOUT only helps a "
+        "congested but working fabric",
+    4: "with GPUDirect RDMA this is usually PCIe ACS or the IOMMU redirecting peer traffic: disable ACS on the "
+       "bridges (setpci / BIOS) or set the IOMMU to passthrough; NCCL_NET_GDR_LEVEL=LOC confirms it",
+    5: "a flushed request follows an earlier failure: look for the first error, on this rank or its peer",
+    13: "the peer stopped posting receives: it likely crashed or hung first",
+    10: "the peer's buffer went away: its process likely exited first",
+    9: "the peer rejected the request: MTU or size mismatch, or the remote QP is gone",
+}
+
+
+@check("ib_completion_error")
+def ib_completion_error(ctx: Context):
+    for log in need_logs(ctx):
+        probs = log.problems_of("ib_completion_error")
+        by_code: dict = {}
+        for p in probs:
+            by_code.setdefault(p.code, []).append(p)
+        for code, group in by_code.items():
+            p = group[0]
+            vendor = p.details.get("vendor_err")
+            hint = COMPLETION_HINTS.get(code, "")
+            # a flush (5) next to a real error is its consequence, not a second cause
+            sev = "warning" if code == 5 and len(by_code) > 1 else None
+            yield Hit(f"IB completion error {code if code is not None else '?'}"
+                      + (f" ({p.code_name})" if p.code_name else "") + f", {len(group)} time(s): {p.meaning}"
+                      + (f" [vendor err {vendor}]" if vendor else ""),
+                      cite_problems(log, group, 3), fix=(hint[0].upper() + hint[1:] + ".") if hint else None,
+                      severity=sev, subject=f"wc{code}")
+
+
+@check("ib_port_error")
+def ib_port_error(ctx: Context):
+    for log in need_logs(ctx):
+        probs = log.problems_of("ib_async_event")
+        if probs:
+            events = sorted({p.details.get("event", "") for p in probs} - {""})
+            yield Hit("the NIC reported asynchronous error events" + (f" ({', '.join(events[:3])})" if events else "")
+                      + ": a port went down or the device faulted during the job",
+                      cite_problems(log, probs, 3), subject="async")
+
+
+# ---------------------------------------------------------------- settings / launch
+
+@check("nccl_version_mismatch")
+def nccl_version_mismatch(ctx: Context):
+    for log in need_logs(ctx):
+        probs = log.problems_of("version_mismatch") + log.problems_of("message_truncated")
+        versions = tuple(v for v in (log.nccl_versions or ()) if v)
+        if probs or len(set(versions)) > 1:
+            yield Hit("ranks run different NCCL versions" + (f" ({', '.join(sorted(set(versions)))})"
+                                                            if len(set(versions)) > 1 else ""),
+                      merge_evidence(cite_problems(log, probs, 2), cite_kind(log, "nccl_version", limit=3)),
+                      subject="version")
+
+
+@check("duplicate_gpu")
+def duplicate_gpu(ctx: Context):
+    for log in need_logs(ctx):
+        probs = log.problems_of("duplicate_gpu")
+        if probs:
+            yield Hit("two ranks use the same GPU", cite_problems(log, probs, 2), subject="gpu")
+
+
+@check("shm_exhausted")
+def shm_exhausted(ctx: Context):
+    for log in need_logs(ctx):
+        probs = log.problems_of("shm_error")
+        if probs:
+            yield Hit("NCCL could not create or map a /dev/shm segment: /dev/shm is too small (containers "
+                      "default to 64 MB)", cite_problems(log, probs, 2), subject="shm")

@@ -1,0 +1,205 @@
+"""Checks over nccl-tests output: wrong results, ranks that never formed one job, busbw shape and level.
+
+Bandwidth figures come from ncdoc.bandwidth (calibrated against anchors.md); nccl-tests prints
+GB/s as 1e9 bytes/s, which is what the port rate / 8 gives too.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ncdoc.bandwidth import ERROR_FRACTION, MIN_PEAK_BYTES, WARN_FRACTION
+from ncdoc.checks.evidence_common import (cite, cite_kind, env_evidence, env_value, job_expectation, job_nodes,
+                                          merge_evidence, need_tests, tests_collective, tests_complete_listing)
+from ncdoc.engine import Context, check
+from ncdoc.findings import Evidence, Hit, Skip
+
+# A drop from the peak by this factor at a larger size is a collapse, not noise.
+COLLAPSE_FACTOR = 2.5
+COLLAPSE_MIN_BYTES = 1 << 20
+
+
+@dataclass(frozen=True)
+class Point:
+    size: int
+    busbw: float
+    wrong: int                 # #wrong of both groups (0 when the output has the old max-error column)
+    line: int | None
+    text: str
+
+
+def _fmt(x: float | None) -> str:
+    return "N/A" if x is None else f"{x:g}"
+
+
+def points(t: Any) -> list[Point]:
+    """One point per result row: the better of out-of-place and in-place busbw."""
+    counts = getattr(t, "wrong_kind", None) == "count"
+    out = []
+    for r in getattr(t, "rows", ()) or ():
+        bw = r.busbw
+        if bw is None:
+            continue
+        groups = [g for g in (r.oop, r.ip) if g is not None]
+        wrong = int(sum(g.wrong for g in groups if g.wrong is not None)) if counts else 0
+        text = (f"{r.size} B {r.type or ''} {r.redop or ''}: busbw "
+                + " / ".join(_fmt(g.busbw) for g in groups) + " GB/s"
+                + (", #wrong " + " / ".join(_fmt(g.wrong) for g in groups) if counts else ""))
+        out.append(Point(r.size, bw, wrong, r.line or None, " ".join(text.split())))
+    return out
+
+
+def _ev(t: Any, *pts: Point) -> tuple[Evidence, ...]:
+    return cite(t, pts)
+
+
+# ---------------------------------------------------------------- correctness and the job
+
+@check("nccl_tests_wrong_results")
+def nccl_tests_wrong_results(ctx: Context):
+    for t in need_tests(ctx):
+        bad = [p for p in points(t) if p.wrong > 0]
+        oob = getattr(t, "out_of_bounds", None)
+        oob_failed = getattr(t, "out_of_bounds_ok", None) is False or (isinstance(oob, int) and oob > 0)
+        if not bad and not oob_failed:
+            continue
+        total = sum(p.wrong for p in bad)
+        msg = (f"nccl-tests reports {total} wrong value(s) at {len(bad)} size(s)" if bad else
+               "nccl-tests reports out-of-bounds values")
+        if bad and oob_failed:
+            msg += f" and {oob} out-of-bounds value(s)"
+        yield Hit(msg + ": the collective returned corrupt data, so its bandwidth means nothing",
+                  merge_evidence(_ev(t, *bad[:3]), cite_kind(t, "summary", limit=1)), subject="wrong")
+
+
+def _empty_runs(t: Any) -> list[int]:
+    """Runs (header blocks) before the last that list no device and print no row: several processes
+    printed the header at once."""
+    runs = getattr(t, "runs", 0) or 0
+    if runs < 2:
+        return []
+    used = {r.run for r in getattr(t, "rows", ())} | {d.run for d in getattr(t, "devices", ())}
+    return [i for i in range(runs - 1) if i not in used]
+
+
+def _rank0_hosts(t: Any) -> list[str]:
+    return sorted({d.host for d in getattr(t, "devices", ()) if d.rank == 0})
+
+
+@check("nccl_tests_not_one_job")
+def nccl_tests_not_one_job(ctx: Context):
+    for t in need_tests(ctx):
+        reasons = []
+        if _empty_runs(t):
+            reasons.append(f"the test header is printed {t.headers or t.runs} times before any device or result: "
+                           "several processes each ran their own test")
+        hosts0 = _rank0_hosts(t)
+        if len(hosts0) > 1:
+            reasons.append(f"rank 0 is listed on {len(hosts0)} hosts ({', '.join(hosts0[:4])}): each process "
+                           "numbered its own ranks from 0")
+        elif getattr(t, "duplicate_ranks", ()):
+            reasons.append(f"rank(s) {', '.join(map(str, t.duplicate_ranks[:6]))} are listed more than once")
+        runs = max(getattr(t, "runs", 0) or 0, 1)
+        if (getattr(t, "summaries", 0) or 0) > runs:
+            reasons.append(f"the summary is printed {t.summaries} times for {runs} run(s): every process "
+                           "reported its own result")
+        hosts = getattr(t, "hosts", ()) or ()
+        nodes = ctx.options.get("nodes") or next((lg.nnodes for lg in ctx.logs if lg.nnodes), None)
+        if not reasons and nodes and nodes > 1 and len(hosts) == 1 and tests_complete_listing(t):
+            reasons.append(f"every rank is on {hosts[0]} although the job spans {nodes} nodes")
+        if reasons:
+            yield Hit("the nccl-tests ranks did not form one job: " + "; ".join(reasons)
+                      + " - the numbers measure single processes, not the network",
+                      cite_kind(t, "header", "summary", limit=4), subject="job")
+
+
+# ---------------------------------------------------------------- bandwidth shape
+
+@check("busbw_collapse")
+def busbw_collapse(ctx: Context):
+    for t in need_tests(ctx):
+        peak: Point | None = None
+        prev: Point | None = None
+        for p in points(t):
+            if prev is not None and p.size < prev.size:
+                peak = None         # a new sweep (another type, op or -N cycle) starts over
+            prev = p
+            if peak is None or p.busbw > peak.busbw:
+                peak = p
+                continue
+            if (p.size > peak.size and p.size >= COLLAPSE_MIN_BYTES and peak.busbw > 0
+                    and p.busbw * COLLAPSE_FACTOR <= peak.busbw):
+                yield Hit(f"busbw falls from {peak.busbw:g} GB/s at {_size(peak.size)} to {p.busbw:g} GB/s at "
+                          f"{_size(p.size)} ({peak.busbw / max(p.busbw, 1e-9):.1f}x lower)",
+                          _ev(t, peak, p), subject="collapse")
+                break
+
+
+def _size(n: int) -> str:
+    for unit, div in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= div:
+            return f"{n / div:g} {unit}"
+    return f"{n} B"
+
+
+def _peak(t: Any) -> Point | None:
+    pts = points(t)
+    return max(pts, key=lambda p: p.busbw) if pts else None
+
+
+# ---------------------------------------------------------------- bandwidth level
+
+@check("busbw_below_line_rate")
+def busbw_below_line_rate(ctx: Context):
+    tests = need_tests(ctx)
+    exp = job_expectation(ctx)
+    if not exp.known:
+        raise Skip("expected bandwidth unknown: give node evidence (ibstat, ibv_devinfo, a snapshot) or "
+                   "--nic-gbps N --nics K")
+    for t in tests:
+        peak = _peak(t)
+        if peak is None:
+            continue
+        pct = exp.achieved_pct(peak.busbw)
+        if pct is None or pct >= 100 * WARN_FRACTION:
+            continue
+        largest = max(p.size for p in points(t))
+        what = "NVLink" if exp.nodes == 1 else "the network"
+        msg = (f"peak busbw {peak.busbw:g} GB/s is {pct:.0f} % of the ~{exp.expected_busbw:.0f} GB/s {what} "
+               f"should give ({exp.summary()})")
+        sev = "error" if pct < 100 * ERROR_FRACTION else "warning"
+        if largest < MIN_PEAK_BYTES:
+            msg += f"; the largest size tested is only {_size(largest)}: measure with >= 1 GB to see the peak"
+            sev = "info"
+        yield Hit(msg, merge_evidence(_ev(t, peak), cite_kind(t, "summary", limit=1)), severity=sev,
+                  subject="busbw")
+
+
+_RING_ONLY = ("ring",)
+
+
+@check("two_node_tree_overstates")
+def two_node_tree_overstates(ctx: Context):
+    tests = need_tests(ctx)
+    nodes = job_nodes(ctx)
+    if nodes is None:
+        raise Skip("node count unknown (give --nodes, or output that lists every rank's host)")
+    if nodes != 2 or tests_collective(ctx) != "all_reduce":
+        return
+    algo = (env_value(ctx, "NCCL_ALGO") or "").strip().lower()
+    if algo in _RING_ONLY:
+        return
+    exp = job_expectation(ctx)
+    for t in tests:
+        peak = _peak(t)
+        if peak is None:
+            continue
+        over = exp.network_busbw is not None and peak.busbw > exp.network_busbw
+        msg = ("two nodes with the default algorithm: Tree/NVLSTree all-reduce sends only part of the data "
+               "between the nodes, so busbw is not the network's rate")
+        if over:
+            msg += (f"; here {peak.busbw:g} GB/s exceeds the ~{exp.network_busbw:.0f} GB/s the NICs can carry")
+        yield Hit(msg, merge_evidence(_ev(t, peak), env_evidence(ctx, "NCCL_ALGO")),
+                  fix="Rerun with NCCL_ALGO=Ring to measure the network (or on more than two nodes).",
+                  env_patch={"NCCL_ALGO": "Ring"}, severity="warning" if over else "info", subject="tree")

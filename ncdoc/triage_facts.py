@@ -1,0 +1,133 @@
+"""The "facts" object of `ncdoc triage --json`: one picture merged from every input.
+
+Top-level keys (the JSON contract): nccl_version, transport ("IB", "Socket" or a plugin's
+name), gdr (enabled | disabled | partial | unknown), net_devices (["mlx5_0:1", ...]),
+peak_busbw_gbps, wrong (total #wrong), matrix ({row: {column: path}}, SOC written SYS),
+ports ([{device, port, state, rate_gbps, link_layer}]), env ({NAME: value}), plus nodes,
+gpus_per_node, expected (bandwidth expectation and achieved %), topology and, under
+sources, what each input alone said.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from ncdoc.bandwidth import Expectation
+from ncdoc.checks.evidence_common import job_nodes, local_gpus
+from ncdoc.engine import Context
+
+
+def combined_transport(logs) -> tuple[str | None, dict[str, int]]:
+    """The transport most ranks used across all logs, and the count per transport."""
+    counts: Counter = Counter()
+    named: list[str] = []
+    for log in logs:
+        for t, n in (getattr(log, "transports", None) or {}).items():
+            counts[t] += n
+        if getattr(log, "transport", None):
+            named.append(log.transport)
+    if counts and max(counts.values()) > 0:
+        return counts.most_common(1)[0][0], dict(counts)
+    if named:
+        return Counter(named).most_common(1)[0][0], dict(counts)
+    return None, dict(counts)
+
+
+def combined_gdr(logs) -> str:
+    states = {getattr(getattr(log, "gdr", None), "state", "unknown") for log in logs} - {"unknown", None}
+    if not states:
+        return "unknown"
+    if len(states) == 1:
+        return states.pop()
+    return "partial"
+
+
+def _net_devices(logs) -> list[str]:
+    seen: dict[str, None] = {}
+    for log in logs:
+        for d in getattr(log, "net_devices", ()) or ():
+            seen.setdefault(getattr(d, "name", str(d)), None)
+    return list(seen)
+
+
+def normalise_matrix(matrix: dict[str, dict[str, str]]) -> dict[str, dict[str, str]]:
+    """`nvidia-smi topo -m` of old drivers writes SOC for what newer ones call SYS."""
+    return {row: {col: ("SYS" if str(v).upper() == "SOC" else v) for col, v in cols.items()}
+            for row, cols in matrix.items()}
+
+
+def _topology(ctx: Context) -> tuple[dict[str, dict[str, str]], dict[str, Any] | None]:
+    snap = ctx.snapshot
+    if snap is None:
+        return {}, None
+    if snap.paths.status.state == "ok" and snap.paths.matrix:
+        matrix = normalise_matrix(snap.paths.matrix)
+    else:
+        matrix = {}
+    try:
+        topo = ctx.topology
+    except Exception:       # a broken topology must not hide the rest of the answer
+        topo = None
+    if topo is None or not topo.status.known:
+        return matrix, None
+    tf = topo.facts()
+    if not matrix:
+        matrix = normalise_matrix(tf.get("matrix", {}))
+    return matrix, {k: v for k, v in tf.items() if k != "matrix"}
+
+
+def _ports(ctx: Context) -> list[dict[str, Any]]:
+    snap = ctx.snapshot
+    if snap is None or not snap.hcas.status.known:
+        return []
+    from ncdoc.topology import port_facts
+    rows = port_facts(snap)
+    for r in rows:
+        if r.get("state"):
+            r["state"] = str(r["state"]).upper()
+    return rows
+
+
+def _source_facts(obj: Any) -> dict[str, Any]:
+    try:
+        d = obj.to_facts()
+    except Exception as exc:   # one input's summary failing must not lose the others
+        return {"error": f"{type(exc).__name__}: {exc}"}
+    if isinstance(d, dict):
+        d = {k: v for k, v in d.items() if k not in ("evidence", "ranks", "rows")}
+    return d
+
+
+def build_facts(ctx: Context, ev: Any, exp: Expectation) -> dict[str, Any]:
+    logs, tests = list(ev.logs), list(ev.tests)
+    transport, transports = combined_transport(logs)
+    peaks = [t.peak_busbw_gbps for t in tests if getattr(t, "peak_busbw_gbps", None) is not None]
+    peak = max(peaks) if peaks else None
+    wrong_counts = [t.wrong_total for t in tests if getattr(t, "wrong_total", None) is not None]
+    matrix, topology = _topology(ctx)
+    expected = exp.to_dict()
+    expected["achieved_busbw_gbps"] = peak
+    expected["achieved_pct"] = exp.achieved_pct(peak)
+    facts: dict[str, Any] = {
+        "nccl_version": ctx.nccl_version,
+        "transport": transport,
+        "transports": transports,
+        "gdr": combined_gdr(logs),
+        "net_devices": _net_devices(logs),
+        "peak_busbw_gbps": peak,
+        "wrong": sum(wrong_counts) if wrong_counts else None,
+        "nodes": job_nodes(ctx),
+        "gpus_per_node": local_gpus(ctx),
+        "expected": expected,
+        "matrix": matrix,
+        "ports": _ports(ctx),
+        "env": ctx.env.as_dict() if ctx.env is not None else {},
+    }
+    if topology:
+        facts["topology"] = topology
+    facts["sources"] = ([{"path": getattr(x, "source", ""), "kind": "nccl_log", "facts": _source_facts(x)}
+                         for x in logs]
+                        + [{"path": getattr(x, "source", ""), "kind": "nccl_tests", "facts": _source_facts(x)}
+                           for x in tests])
+    return facts
