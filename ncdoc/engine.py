@@ -47,6 +47,7 @@ class Rule:
     example: Mapping[str, Any] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
     pack: str = ""                  # which rules/*.yaml file it came from
+    env_patch: Mapping[str, str | None] = field(default_factory=dict)  # declarative rules: the fix as env
 
     @property
     def family(self) -> str:
@@ -85,6 +86,14 @@ class Context:
         self._nccl_version = nccl_version
         self.options = dict(options or {})
         self._topology = _UNSET
+        self._env_map: dict | None = None
+
+    @property
+    def env_map(self) -> dict[str, Any]:
+        """Effective NCCL env by name: NAME -> EnvValue (value, source, line)."""
+        if self._env_map is None:
+            self._env_map = {v.name: v for v in self.env.values}
+        return self._env_map
 
     # -- evidence by kind (parsed NCCL logs, nccl-tests outputs, launch files)
     @property
@@ -145,10 +154,18 @@ class Context:
 
 
 def run_rules(ctx: Context, rules: Iterable[Rule], *, severity_overrides: Mapping[str, str] | None = None,
-              evaluate_when: Callable[[Rule, Context], Iterable[Hit]] | None = None) -> Report:
-    """Run `rules` over `ctx`. Rules whose needs are missing are skipped with the reason."""
+              evaluate_when: Callable[[Rule, Context], Iterable[Hit]] | None = None,
+              checks: Mapping[str, CheckFn] | None = None) -> Report:
+    """Run `rules` over `ctx`. Rules whose needs are missing are skipped with the reason.
+
+    `checks` maps check names to functions (default: the registry, CHECKS); a caller may
+    stand in for checks it knows cannot run, without importing their modules.
+    """
+    registry = CHECKS if checks is None else checks
     rules = list(rules)
     overrides = dict(severity_overrides or {})
+    if evaluate_when is None and any(r.when is not None and not r.checks for r in rules):
+        from ncdoc.conditions import evaluate as evaluate_when
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for rule in rules:
@@ -162,7 +179,7 @@ def run_rules(ctx: Context, rules: Iterable[Rule], *, severity_overrides: Mappin
             # A rule may read several kinds of facts (the node, a log); it is skipped only
             # when every one of its checks lacked its facts.
             for name in rule.checks:
-                fn = CHECKS.get(name)
+                fn = registry.get(name)
                 if fn is None:
                     raise LookupError(f"rule {rule.code} names unknown check function {name!r}")
                 try:

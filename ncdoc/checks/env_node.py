@@ -1,0 +1,366 @@
+"""Checks of the NCCL environment against the node: HCA lists, interfaces, GIDs, GDR level, rails.
+
+Each check first asks whether the variable it judges is set (no variable, no finding, no
+need for node facts), then raises Skip when the node facts it needs are unknown.
+"""
+
+from __future__ import annotations
+
+from ncdoc.checks.env import ev
+from ncdoc.engine import Context, check
+from ncdoc.findings import Evidence, Hit, Skip
+from ncdoc.nccl_parse import parse_level, strtoll
+from ncdoc.nccl_select import (choose_gid, find_interfaces, ib_list, is_active, is_loopback, link_layer,
+                               selected_ports, virtual_reason)
+
+
+def _need(ctx: Context, *facts: str) -> None:
+    for f in facts:
+        why = ctx.missing(f)
+        if why:
+            raise Skip(why)
+
+
+def _port_ev(h, p) -> Evidence:
+    return Evidence(f"{h.name} port {p.num}: {p.state or '?'} ({p.phys_state or '?'}), {p.link_layer or '?'}",
+                    f"hcas/{h.name}/port {p.num}")
+
+
+def _ib_in_use(ctx: Context) -> bool:
+    """False when the env keeps NCCL off the IB transport altogether (other rules say so)."""
+    d = ctx.env_map.get("NCCL_IB_DISABLE")
+    if d is not None and (strtoll(d.value).value or 0) != 0:
+        return False
+    net = ctx.env_map.get("NCCL_NET")
+    return not (net is not None and net.value.lower() == "socket")
+
+
+# ---------------------------------------------------------------- NCCL_IB_HCA
+
+@check("ib_hca_unknown_device")
+def ib_hca_unknown_device(ctx: Context):
+    v = ctx.env_map.get("NCCL_IB_HCA")
+    if v is None or v.value == "":
+        return
+    _need(ctx, "hcas")
+    hcas = ctx.snapshot.hcas.hcas
+    lst = ib_list(v.value, ctx.nccl_version)
+    names = [h.name for h in hcas]
+    for e in lst.entries:
+        hit_devs = [h for h in hcas if (h.name == e.prefix if lst.exact else h.name.startswith(e.prefix))]
+        if hit_devs and e.port != -1 and not any(p.num == e.port for h in hit_devs for p in h.ports):
+            yield Hit(f"NCCL_IB_HCA entry {e.raw!r}: {', '.join(h.name for h in hit_devs)} has no port {e.port}",
+                      (ev(v),), severity="error" if not lst.negate else "warning", subject=e.raw)
+        elif not hit_devs:
+            known = ", ".join(names) or "none"
+            if lst.negate:
+                yield Hit(f"NCCL_IB_HCA excludes {e.raw!r}, which matches no RDMA device (devices: {known}): "
+                          "the device meant to be excluded is still used", (ev(v),), severity="warning",
+                          subject=e.raw)
+            else:
+                yield Hit(f"NCCL_IB_HCA entry {e.raw!r} matches no RDMA device on this node (devices: {known})",
+                          (ev(v),), subject=e.raw)
+    if not lst.negate and hcas and not selected_ports(hcas, v.value, ctx.nccl_version, active_only=False):
+        yield Hit(f"NCCL_IB_HCA={v.value} selects no RDMA device at all: NCCL falls back to TCP sockets",
+                  (ev(v),), subject="NCCL_IB_HCA")
+
+
+@check("ib_hca_prefix_match")
+def ib_hca_prefix_match(ctx: Context):
+    v = ctx.env_map.get("NCCL_IB_HCA")
+    if v is None or v.value == "":
+        return
+    _need(ctx, "hcas")
+    lst = ib_list(v.value, ctx.nccl_version)
+    if lst.exact:
+        return
+    names = [h.name for h in ctx.snapshot.hcas.hcas]
+    for e in lst.entries:
+        extra = [n for n in names if n.startswith(e.prefix) and n != e.prefix]
+        if e.prefix in names and extra:
+            verb = "excludes" if lst.negate else "selects"
+            yield Hit(f"NCCL_IB_HCA entry {e.raw!r} is a prefix: it also {verb} {', '.join(extra)}",
+                      (ev(v),), fix=f"Add '=' for exact names: NCCL_IB_HCA={'^' if lst.negate else ''}="
+                                    f"{','.join(x.raw for x in lst.entries)}.",
+                      env_patch={"NCCL_IB_HCA": ("^" if lst.negate else "") + "=" +
+                                 ",".join(x.raw for x in lst.entries)}, subject=e.raw)
+
+
+@check("ib_hca_includes_down_port")
+def ib_hca_includes_down_port(ctx: Context):
+    v = ctx.env_map.get("NCCL_IB_HCA")
+    if v is None or v.value == "":
+        return
+    _need(ctx, "hcas")
+    lst = ib_list(v.value, ctx.nccl_version)
+    if lst.negate:
+        return
+    chosen = selected_ports(ctx.snapshot.hcas.hcas, v.value, ctx.nccl_version, active_only=False)
+    down = [(h, p) for h, p in chosen if p.state is not None and not is_active(p)]
+    if not down:
+        return
+    none_left = len(down) == len(chosen)
+    for h, p in down:
+        yield Hit(f"NCCL_IB_HCA selects {h.name}:{p.num}, which is {p.state or 'not active'}: NCCL skips it"
+                  + ("; no selected port is up, so NCCL falls back to TCP sockets" if none_left else ""),
+                  (ev(v), _port_ev(h, p)), severity="error" if none_left else None, subject=f"{h.name}:{p.num}")
+
+
+@check("nic_count_limited")
+def nic_count_limited(ctx: Context):
+    v = ctx.env_map.get("NCCL_IB_HCA")
+    if v is None or v.value == "" or not _ib_in_use(ctx):
+        return
+    _need(ctx, "hcas", "topology")
+    topo = ctx.topology
+    rail_nics = {n for nics in topo.rails.values() for n in nics}
+    hcas = {h.name: h for h in ctx.snapshot.hcas.hcas}
+    usable = {n for n in rail_nics if n in hcas and any(is_active(p) for p in hcas[n].ports)}
+    chosen = {h.name for h, _ in selected_ports(ctx.snapshot.hcas.hcas, v.value, ctx.nccl_version)}
+    left_out = sorted(usable - chosen)
+    if not left_out or not (usable & chosen):
+        return                  # nothing left out, or nothing chosen (ib-hca-unknown-device says so)
+    gpus = [g for g, nics in sorted(topo.rails.items()) if set(nics) & set(left_out) and not set(nics) & chosen]
+    yield Hit(f"NCCL_IB_HCA uses {len(usable & chosen)} of the {len(usable)} rail NICs: it leaves out "
+              f"{', '.join(left_out)}" + (f", the nearest NIC of {', '.join(gpus)}" if gpus else ""),
+              (ev(v),), subject="NCCL_IB_HCA")
+
+
+# ---------------------------------------------------------------- NCCL_SOCKET_IFNAME
+
+def _interfaces(ctx: Context):
+    _need(ctx, "net")
+    env = ctx.env_map
+    ifname = env.get("NCCL_SOCKET_IFNAME")
+    comm_id = env.get("NCCL_COMM_ID")
+    fam = env.get("NCCL_SOCKET_FAMILY")
+    family = fam.value if fam is not None and fam.value in ("AF_INET", "AF_INET6") else None
+    found, how = find_interfaces(ctx.snapshot.net.interfaces, ifname.value if ifname else None,
+                                 comm_id=comm_id.value if comm_id else None, family=family,
+                                 version=ctx.nccl_version)
+    return ifname, found, how
+
+
+def _socket_transport(ctx: Context) -> bool:
+    """Would NCCL carry data over the Socket transport (all found interfaces), not only bootstrap?"""
+    if not _ib_in_use(ctx) or ctx.missing("hcas"):
+        return not _ib_in_use(ctx)
+    hca = ctx.env_map.get("NCCL_IB_HCA")
+    return not selected_ports(ctx.snapshot.hcas.hcas, hca.value if hca else None, ctx.nccl_version)
+
+
+def _ifname_ev(ifname, how: str) -> tuple[Evidence, ...]:
+    return (ev(ifname),) if ifname is not None else (Evidence(f"NCCL_SOCKET_IFNAME unset: {how}", "env"),)
+
+
+@check("socket_ifname_no_match")
+def socket_ifname_no_match(ctx: Context):
+    v = ctx.env_map.get("NCCL_SOCKET_IFNAME")
+    if v is None or len(v.value) <= 1:
+        return
+    ifname, found, how = _interfaces(ctx)
+    if found:
+        return
+    ifs = ctx.snapshot.net.interfaces
+    from ncdoc.nccl_parse import parse_list
+    lst = parse_list(v.value, max_entries=16, version=ctx.nccl_version)
+    named = [n for n in ifs if lst.matches(n.name)]
+    if named:
+        why = "; ".join(f"{n.name} is {n.operstate or 'not up'}" + ("" if n.addresses else " with no IP address")
+                        for n in named)
+        msg = f"NCCL_SOCKET_IFNAME={v.value} matches only interfaces NCCL cannot use ({why})"
+    else:
+        msg = (f"NCCL_SOCKET_IFNAME={v.value} matches no interface on this node "
+               f"(interfaces: {', '.join(n.name for n in ifs) or 'none'})")
+    yield Hit(msg + ": bootstrap fails with 'no socket interface found'", (ev(v),), subject="NCCL_SOCKET_IFNAME")
+
+
+@check("socket_ifname_loopback")
+def socket_ifname_loopback(ctx: Context):
+    ifname, found, how = _interfaces(ctx)
+    if not found:
+        return
+    if is_loopback(found[0]):
+        yield Hit(f"NCCL bootstraps over {found[0].name} (loopback, {how}): ranks on other nodes cannot reach it",
+                  _ifname_ev(ifname, how), severity="error", subject=found[0].name)
+    elif _socket_transport(ctx):
+        for n in found[1:]:
+            if is_loopback(n):
+                yield Hit(f"{n.name} (loopback) is among the interfaces the Socket transport uses ({how})",
+                          _ifname_ev(ifname, how), severity="warning", subject=n.name)
+
+
+@check("socket_ifname_virtual")
+def socket_ifname_virtual(ctx: Context):
+    ifname, found, how = _interfaces(ctx)
+    if not found:
+        return
+    ifs = ctx.snapshot.net.interfaces
+    boot = found[0]
+    why = None if is_loopback(boot) else virtual_reason(boot, ifs)
+    if why:
+        yield Hit(f"NCCL bootstraps over {boot.name}, {why} ({how}): traffic between nodes may not route, or "
+                  "crosses a software bridge", _ifname_ev(ifname, how), subject=boot.name)
+    for n in (found[1:] if _socket_transport(ctx) else ()):
+        w = None if is_loopback(n) else virtual_reason(n, ifs)
+        if w:
+            yield Hit(f"{n.name}, {w}, is among the interfaces NCCL uses ({how})", _ifname_ev(ifname, how),
+                      severity="info", subject=n.name)
+
+
+# ---------------------------------------------------------------- RoCE GIDs
+
+def _roce_ports(ctx: Context):
+    """The RoCE ports NCCL would use whose GID table is known (ports of unknown state included)."""
+    _need(ctx, "hcas")
+    if not _ib_in_use(ctx):
+        return []
+    hca = ctx.env_map.get("NCCL_IB_HCA")
+    ports = [(h, p) for h, p in selected_ports(ctx.snapshot.hcas.hcas, hca.value if hca else None,
+                                                ctx.nccl_version, unknown_state=True)
+             if link_layer(p) == "Ethernet"]
+    known = [(h, p) for h, p in ports if p.gids]
+    if ports and not known:
+        raise Skip("the RoCE ports' GID tables are unknown")
+    return known
+
+
+def _gid_env(ctx: Context) -> dict[str, str]:
+    return {k: v.value for k, v in ctx.env_map.items() if k.startswith("NCCL_IB_")}
+
+
+def _version_note(ctx: Context) -> str:
+    return "" if ctx.nccl_version else " [assumes NCCL >= 2.21 (version unknown)]"
+
+
+def _ports(group) -> str:
+    names = [f"{h.name}:{p.num}" for h, p, _idx, _gid in group]
+    return ", ".join(names) if len(names) <= 4 else f"{', '.join(names[:3])} and {len(names) - 3} more"
+
+
+def _group_ev(ctx: Context, group) -> tuple[Evidence, ...]:
+    out = []
+    v = ctx.env_map.get("NCCL_IB_GID_INDEX")
+    if v is not None:
+        out.append(ev(v))
+    for h, p, idx, gid in group:
+        text = f"{h.name} port {p.num} GID[{idx}] = {gid.gid} ({gid.type or 'type unknown'})" if gid else \
+            f"{h.name} port {p.num} GID[{idx}] is empty"
+        out.append(Evidence(text, f"hcas/{h.name}/port {p.num}/gids"))
+    return tuple(out)
+
+
+def _subject(group) -> str:
+    return ",".join(f"{h.name}:{p.num}" for h, p, _i, _g in group)
+
+
+def _choices(ctx: Context, want) -> dict:
+    """Ports grouped by (GID index, what is wrong) for the ports where `want(how, gid)` says what is wrong."""
+    env = _gid_env(ctx)
+    groups: dict = {}
+    for h, p in _roce_ports(ctx):
+        idx, gid, how = choose_gid(p, env, ctx.nccl_version)
+        what = want(how, gid)
+        if what:
+            groups.setdefault((idx, what), []).append((h, p, idx, gid))
+    return groups
+
+
+@check("roce_gid_link_local")
+def roce_gid_link_local(ctx: Context):
+    explicit = ctx.env_map.get("NCCL_IB_GID_INDEX") is not None
+
+    def wrong(how, gid):
+        if how.startswith("default index 0"):
+            return None             # roce-gid-index-unset reports this case
+        if gid is None:
+            return "empty"
+        return "link-local" if gid.link_local else None
+    for (idx, what), group in sorted(_choices(ctx, wrong).items()):
+        if what == "empty":
+            msg = f"{_ports(group)}: NCCL_IB_GID_INDEX={idx} points at an empty GID slot"
+        elif explicit:
+            msg = (f"{_ports(group)}: NCCL_IB_GID_INDEX={idx} selects a link-local GID (fe80::): RoCE v2 traffic "
+                   "with it cannot be routed between subnets")
+        else:
+            netdevs = sorted({n for _h, p, _i, _g in group for n in p.netdevs})
+            msg = (f"{_ports(group)} {'has' if len(group) == 1 else 'have'} no routable RoCE GID, so NCCL falls back to the link-local GID[{idx}]: "
+                   f"the RoCE netdev ({', '.join(netdevs) or '?'}) or its bond/master needs an IP address")
+        yield Hit(msg + _version_note(ctx), _group_ev(ctx, group), subject=_subject(group))
+
+
+@check("roce_gid_v1")
+def roce_gid_v1(ctx: Context):
+    def wrong(how, gid):
+        if how.startswith("default index 0") or gid is None or gid.link_local:
+            return None
+        return how if gid.roce_version == 1 else None
+    for (idx, how), group in sorted(_choices(ctx, wrong).items()):
+        better = {g.index for _h, p, _i, _g in group for g in p.gids
+                  if g.roce_version == 2 and g.ipv4 and not g.link_local}
+        fix_idx = min(better) if len(better) == 1 else None
+        yield Hit(f"{_ports(group)} {'uses' if len(group) == 1 else 'use'} GID[{idx}], a RoCE v1 GID ({how}): RoCE v1 is not routable and gets no ECN "
+                  "congestion control" + _version_note(ctx), _group_ev(ctx, group),
+                  fix=f"Set NCCL_IB_GID_INDEX={fix_idx} (RoCE v2, IPv4)." if fix_idx is not None else None,
+                  env_patch={"NCCL_IB_GID_INDEX": str(fix_idx)} if fix_idx is not None else {},
+                  subject=_subject(group))
+
+
+@check("roce_gid_index_unset")
+def roce_gid_index_unset(ctx: Context):
+    set_to = ctx.env_map.get("NCCL_IB_GID_INDEX")
+    if (set_to is not None and set_to.value != "") or not _roce_ports(ctx):
+        return                      # an empty value is NCCL's default, as if unset
+    version = ctx.nccl_version
+    if not version:
+        raise Skip("NCCL version unknown: NCCL before 2.21 uses GID index 0 when NCCL_IB_GID_INDEX is unset")
+
+    def wrong(how, gid):
+        return "index0" if how.startswith("default index 0") else None
+    for (idx, _what), group in sorted(_choices(ctx, wrong).items()):
+        kinds = sorted({("link-local " if g.link_local else "") + (g.type or "type unknown")
+                        for _h, _p, _i, g in group if g is not None}) or ["empty"]
+        better = {g.index for _h, p, _i, _g in group for g in p.gids
+                  if g.roce_version == 2 and g.ipv4 and not g.link_local}
+        fix_idx = min(better) if len(better) == 1 else None
+        yield Hit(f"{_ports(group)}: NCCL {version} (< 2.21) uses GID index 0 ({', '.join(kinds)}) because "
+                  "NCCL_IB_GID_INDEX is unset", _group_ev(ctx, group),
+                  fix=f"Set NCCL_IB_GID_INDEX={fix_idx} (the RoCE v2 IPv4 GID) or upgrade NCCL to 2.21+."
+                  if fix_idx is not None else "Set NCCL_IB_GID_INDEX to the RoCE v2 IPv4 GID (see show_gids).",
+                  env_patch={"NCCL_IB_GID_INDEX": str(fix_idx)} if fix_idx is not None else {},
+                  subject=_subject(group))
+
+
+# ---------------------------------------------------------------- NCCL_NET_GDR_LEVEL
+
+# nvidia-smi path names -> NCCL path types (NODE is NCCL's PHB: through the CPU, one NUMA node)
+_NCCL_PATH = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
+_ORDER = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
+
+
+@check("gdr_level_excludes_nic")
+def gdr_level_excludes_nic(ctx: Context):
+    v = ctx.env_map.get("NCCL_NET_GDR_LEVEL")
+    if v is None:
+        return
+    level, _how = parse_level(v.value, version=ctx.nccl_version)
+    if level is None:
+        return                      # invalid-value reports an ignored level
+    _need(ctx, "topology")
+    topo = ctx.topology
+    off = []
+    for g in topo.gpus():
+        near = topo.nearest_nic(g.label)
+        if not near:
+            continue
+        nic, path = near
+        p = _NCCL_PATH.get(path.upper())
+        if p and _ORDER.index(p) > _ORDER.index(level):
+            off.append((g.label, nic, path))
+    if off:
+        gpus = [g for g, _, _ in off]
+        paths = sorted({p for _, _, p in off})
+        yield Hit(f"NCCL_NET_GDR_LEVEL={v.value} ({level}) is closer than the GPU-NIC path ({'/'.join(paths)}) of "
+                  f"{', '.join(gpus)}: GPUDirect RDMA is off for them, data is staged through host memory",
+                  (ev(v), *(Evidence(f"{g} -> {n}: {p}", "topology") for g, n, p in off)),
+                  env_patch={"NCCL_NET_GDR_LEVEL": None}, subject=",".join(gpus))

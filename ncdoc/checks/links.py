@@ -1,0 +1,174 @@
+"""Link health: RDMA port state, rate, error counters, link layers, RoCE MTU, PCIe link width/speed."""
+
+from __future__ import annotations
+
+import re
+
+from ncdoc.engine import Context, check
+from ncdoc.findings import Evidence, Hit, Skip
+from ncdoc.nccl_select import is_active, link_layer, selected_ports
+
+# Counters that only grow on physical or link-level faults (not congestion: port_xmit_wait,
+# port_xmit_discards are left out).
+ERROR_COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors",
+                  "port_rcv_remote_physical_errors", "local_link_integrity_errors",
+                  "excessive_buffer_overrun_errors")
+
+
+def _need(ctx: Context, *facts: str) -> None:
+    for f in facts:
+        why = ctx.missing(f)
+        if why:
+            raise Skip(why)
+
+
+def _compute(ctx: Context) -> set[str] | None:
+    if ctx.missing("topology"):
+        return None
+    return {n for nics in ctx.topology.rails.values() for n in nics}
+
+
+def _port_ev(h, p) -> Evidence:
+    rate = p.rate_text or (f"{p.rate_gbps:g} Gb/s" if p.rate_gbps else "rate ?")
+    return Evidence(f"{h.name} port {p.num}: {p.state or '?'} / {p.phys_state or '?'}, {rate}, "
+                    f"{p.link_layer or '?'}", f"hcas/{h.name}/port {p.num}")
+
+
+@check("port_down")
+def port_down(ctx: Context):
+    _need(ctx, "hcas")
+    compute = _compute(ctx)
+    known = [p for h in ctx.snapshot.hcas.hcas for p in h.ports if p.state is not None]
+    if not known and any(h.ports for h in ctx.snapshot.hcas.hcas):
+        raise Skip("port states unknown (the evidence lists ports without their state)")
+    for h in ctx.snapshot.hcas.hcas:
+        for p in h.ports:
+            if is_active(p) or p.state is None:
+                continue            # up, or state not known
+            rail = compute is None or h.name in compute
+            role = "a GPU's nearest NIC" if compute and h.name in compute else "an RDMA port"
+            yield Hit(f"{h.name} port {p.num} is {p.state or 'not active'} ({p.phys_state or 'phys state ?'}): "
+                      f"{role}, NCCL skips it" + (" and its GPUs send through other NICs" if rail else ""),
+                      (_port_ev(h, p),), severity=None if rail else "warning", subject=f"{h.name}:{p.num}")
+
+
+def _width(w: str | None) -> int | None:
+    m = re.match(r"(\d+)", w or "")
+    return int(m.group(1)) if m else None
+
+
+@check("link_below_rated_speed")
+def link_below_rated_speed(ctx: Context):
+    _need(ctx, "hcas")
+    ports = [(h, p) for h in ctx.snapshot.hcas.hcas for p in h.ports if is_active(p)]
+    groups: dict[tuple, list] = {}
+    for h, p in ports:
+        groups.setdefault((h.hca_type or h.vendor_part_id or h.board_id, link_layer(p), h.board_id), []).append((h, p))
+    for members in groups.values():
+        best = max((p.rate_gbps or 0) for _, p in members)
+        widest = max((_width(p.width) or 0) for _, p in members)
+        for h, p in members:
+            w = _width(p.width)
+            if p.rate_gbps and best and p.rate_gbps < best:
+                yield Hit(f"{h.name} port {p.num} runs at {p.rate_gbps:g} Gb/s while identical ports run at "
+                          f"{best:g} Gb/s" + (f" (width {p.width} of {widest}X)" if w and w < widest else ""),
+                          (_port_ev(h, p),), subject=f"{h.name}:{p.num}")
+            elif w and widest and w < widest:
+                yield Hit(f"{h.name} port {p.num} trained at width {p.width}, identical ports at {widest}X",
+                          (_port_ev(h, p),), subject=f"{h.name}:{p.num}")
+
+
+@check("link_errors")
+def link_errors(ctx: Context):
+    _need(ctx, "hcas")
+    counted = False
+    for h in ctx.snapshot.hcas.hcas:
+        for p in h.ports:
+            if not p.counters:
+                continue
+            counted = True
+            bad = {k: p.counters[k] for k in ERROR_COUNTERS if p.counters.get(k)}
+            if bad:
+                text = ", ".join(f"{k}={v}" for k, v in bad.items())
+                yield Hit(f"{h.name} port {p.num} has link error counts ({text}): a flaky cable, transceiver or "
+                          "switch port; NCCL sees retries, timeouts or hangs", (Evidence(text, f"hcas/{h.name}/port "
+                                                                                          f"{p.num}/counters"),),
+                          subject=f"{h.name}:{p.num}")
+    if not counted and any(h.ports for h in ctx.snapshot.hcas.hcas):
+        raise Skip("port error counters unknown")
+
+
+@check("mixed_link_layers")
+def mixed_link_layers(ctx: Context):
+    _need(ctx, "hcas")
+    hca = ctx.env_map.get("NCCL_IB_HCA")
+    chosen = selected_ports(ctx.snapshot.hcas.hcas, hca.value if hca else None, ctx.nccl_version)
+    layers: dict[str, list[str]] = {}
+    for h, p in chosen:
+        if link_layer(p):
+            layers.setdefault(link_layer(p), []).append(f"{h.name}:{p.num}")
+    if len(layers) > 1:
+        desc = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(layers.items()))
+        how = f"NCCL_IB_HCA={hca.value}" if hca else "NCCL_IB_HCA unset"
+        yield Hit(f"NCCL would use InfiniBand and Ethernet (RoCE) ports together ({how}): {desc}. Ports of "
+                  "different link layers cannot talk to each other or be merged",
+                  (Evidence(desc, "hcas"),), subject="NCCL_IB_HCA")
+
+
+@check("roce_mtu_mismatch")
+def roce_mtu_mismatch(ctx: Context):
+    _need(ctx, "hcas")
+    snap = ctx.snapshot
+    roce = [(h, p) for h in snap.hcas.hcas for p in h.ports if is_active(p) and link_layer(p) == "Ethernet"]
+    compute = _compute(ctx)
+    if compute:
+        roce = [(h, p) for h, p in roce if h.name in compute] or roce
+    if not roce:
+        return
+    mtus = [p.active_mtu for _, p in roce if p.active_mtu]
+    top = max(mtus) if mtus else None
+    for h, p in roce:
+        netmtu = None
+        for n in p.netdevs:
+            ni = snap.netif(n)
+            if ni and ni.mtu:
+                netmtu = ni.mtu
+        if p.active_mtu and top and p.active_mtu < top:
+            yield Hit(f"{h.name} port {p.num} runs RoCE with MTU {p.active_mtu} while other RoCE ports use {top}"
+                      + (f" (its netdev MTU is {netmtu})" if netmtu else "") + ": QPs between them use the smaller "
+                      "MTU, and a switch path with a smaller MTU drops packets", (
+                          Evidence(f"{h.name}:{p.num} active_mtu {p.active_mtu}, netdev MTU {netmtu or '?'}",
+                                   f"hcas/{h.name}/port {p.num}"),), subject=f"{h.name}:{p.num}")
+        elif p.active_mtu and p.max_mtu and p.active_mtu < p.max_mtu and netmtu and netmtu < p.max_mtu + 100:
+            yield Hit(f"{h.name} port {p.num} runs RoCE with MTU {p.active_mtu} (the NIC supports {p.max_mtu}) because "
+                      f"its netdev MTU is {netmtu}: RDMA messages go out in small packets",
+                      (Evidence(f"{h.name}:{p.num} active_mtu {p.active_mtu}, max_mtu {p.max_mtu}, netdev MTU {netmtu}",
+                                f"hcas/{h.name}/port {p.num}"),),
+                      fix="Set a jumbo MTU (e.g. 9000) on the RoCE netdev and the switch ports.",
+                      subject=f"{h.name}:{p.num}")
+
+
+def _gts(speed: str | None) -> float | None:
+    m = re.match(r"\s*([\d.]+)\s*GT/s", speed or "")
+    return float(m.group(1)) if m else None
+
+
+@check("pcie_link_degraded")
+def pcie_link_degraded(ctx: Context):
+    _need(ctx, "pci")
+    from ncdoc.topology import normalize_bus_id
+    rdma = {normalize_bus_id(h.pci_address) for h in ctx.snapshot.hcas.hcas if h.pci_address} \
+        if ctx.snapshot.hcas.status.known else set()
+    for d in ctx.snapshot.pci.devices:
+        if d.kind not in ("gpu", "nic") or (d.kind == "nic" and normalize_bus_id(d.address) not in rdma):
+            continue            # GPUs and RDMA NICs: management NICs are not NCCL's business
+        narrow = d.link_width and d.max_link_width and d.link_width < d.max_link_width
+        # GPUs drop their PCIe speed when idle (power saving); only NICs are judged on speed
+        slow = d.kind == "nic" and _gts(d.link_speed) and _gts(d.max_link_speed) and \
+            _gts(d.link_speed) < _gts(d.max_link_speed)
+        if narrow or slow:
+            now = f"x{d.link_width} {d.link_speed or '?'}"
+            cap = f"x{d.max_link_width} {d.max_link_speed or '?'}"
+            yield Hit(f"{d.kind.upper()} {d.address} PCIe link trained at {now}, capable of {cap}: its bandwidth to "
+                      "the host and peers is cut", (Evidence(f"{d.address}: {now} (max {cap})", "pci"),),
+                      subject=d.address)

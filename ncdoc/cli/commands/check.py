@@ -1,0 +1,58 @@
+"""`ncdoc check`: the pre-launch gate. Node + effective NCCL env; prints only problems."""
+
+from __future__ import annotations
+
+import sys
+
+from ncdoc.cli import rule_options as opt
+
+NAME = "check"
+HELP = "pre-launch gate: check this node and its NCCL env; print problems only, exit 1 on errors"
+DESCRIPTION = """\
+Check the node a job is about to run on (probed live, or from --snapshot / --example) with
+the NCCL environment the job will see, and print one line per problem. Cheap enough for
+every job script, Slurm prolog and Kubernetes init container (see bin/ncdoc-prelaunch).
+
+exit status: 0 nothing at or above --fail-on (default error), 1 findings at or above it,
+2 ncdoc itself could not run (bad usage, unreadable snapshot or config).
+
+examples:
+  ncdoc check
+  ncdoc check --snapshot node7.json --fail-on warning
+  ncdoc check --env NCCL_IB_HCA==mlx5_0,mlx5_1 --quiet && srun ./train
+  ncdoc check --json --ignore NC1004:"pinned on purpose until 2.24"
+"""
+
+
+def add_arguments(parser) -> None:
+    opt.add_node_arguments(parser)
+    opt.add_env_arguments(parser)
+    opt.add_selection_arguments(parser, "error")
+    opt.add_output_arguments(parser, ("lines", "text", "json", "markdown"), "lines")
+    parser.add_argument("--quiet", "-q", action="store_true", help="print nothing; only the exit status")
+
+
+def run(args) -> int:
+    from ncdoc.engine import Context
+    fmt = opt.output_format(args, "lines")
+    snap = opt.load_node(args)
+    env = opt.env_overlay(args, snap.env)
+    if env is not snap.env:
+        snap = snap.replace(env=env)
+    sel = opt.selection(args, default_fail_on="error")
+    # Rules that read only logs or nccl-tests output have nothing to judge here.
+    sel.rules = [r for r in sel.rules if not ({"log", "tests"} & set(r.needs))]
+    ctx = Context(snapshot=snap, env=env, nccl_version=args.nccl_version)
+    report = sel.run(ctx)
+    failed = report.fails(sel.fail_on)
+    if args.quiet:
+        return 1 if failed else 0
+    from ncdoc.output import render
+    if fmt == "lines":
+        sys.stdout.write(render(report, "lines", color=args.color))
+        n = len(report.findings)
+        print(f"ncdoc check: {n} problem{'s' if n != 1 else ''}" + (" (failing)" if failed else "")
+              + f"; {len(report.skipped)} rules skipped (ncdoc doctor says why)", file=sys.stderr)
+    else:
+        sys.stdout.write(render(report, fmt, title="ncdoc check", color=args.color))
+    return 1 if failed else 0

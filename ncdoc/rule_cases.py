@@ -1,0 +1,128 @@
+"""Rule examples and test cases as data: inputs -> Context -> Report -> which rules fired.
+
+Inputs (a rule's `example`, or one entry of tests/rule_cases/<pack>.yaml):
+    env: {NAME: value | null}     the job's variables (null: unset a fixture's value)
+    conf: text                    an nccl.conf under them (NCCL's precedence)
+    example: fixture              a fixture machine (ncdoc.machines.load_example)
+    patch: {path: value}          changes to that machine's snapshot, by dotted path into its JSON form
+                                  ("host.kernel", "gpus.gpus.3.nvlinks.0.active", "pci.devices.*.acs_ctrl")
+    nccl_version: "2.21.5"        the NCCL version to judge against
+    log / tests / launch: text    evidence parsed by ncdoc.evidence (NCCL log, nccl-tests, launch script)
+    policy: {policy pack}         a site policy pack (ncdoc.policy format), for the policy rules
+"""
+
+from __future__ import annotations
+
+import importlib
+from functools import lru_cache
+from typing import Any, Mapping
+
+from ncdoc.engine import Context, Rule, run_rules
+from ncdoc.findings import Report
+
+# input key -> (evidence kind in Context, "module:function") for evidence the examples may carry
+EVIDENCE_PARSERS = {
+    "log": ("nccl_log", "ncdoc.evidence.nccl_log:parse_nccl_log"),
+    "tests": ("nccl_tests", "ncdoc.evidence.nccl_tests:parse_nccl_tests"),
+    "launch": ("launch", "ncdoc.evidence.launch_env:parse_launch_env"),
+}
+
+
+@lru_cache(maxsize=32)
+def fixture(name: str):
+    from ncdoc.machines import load_example
+    return load_example(name)
+
+
+def _parse_evidence(key: str, text: str) -> tuple[str, Any]:
+    kind, target = EVIDENCE_PARSERS[key]
+    mod_name, fn_name = target.split(":")
+    try:
+        fn = getattr(importlib.import_module(mod_name), fn_name)
+    except (ImportError, AttributeError) as exc:
+        raise RuntimeError(f"example input {key!r} needs {target}, which is not available: {exc}") from None
+    if key in ("log", "tests"):        # line parsers: NCCL logs and nccl-tests output stream by line
+        return kind, fn(text.splitlines(), "example")
+    return kind, fn(text, "example")
+
+
+def patched(snap, patch: Mapping[str, Any]):
+    """`snap` with each dotted path of its JSON form set to the given value ("*" = every list item)."""
+    from ncdoc.snapshot import Snapshot
+    data = snap.to_dict()
+
+    def put(node, keys, value, path):
+        k = keys[0]
+        items = (range(len(node)) if k == "*" else [int(k)]) if isinstance(node, list) else [k]
+        for i in items:
+            if len(keys) == 1:
+                node[i] = value
+            else:
+                put(node[i], keys[1:], value, path)
+    for path, value in patch.items():
+        put(data, path.split("."), value, path)
+    return Snapshot.from_dict(data, path="<patch>")
+
+
+def context(inputs: Mapping[str, Any], *, options: Mapping[str, Any] | None = None) -> Context:
+    from ncdoc.env_layers import overlay, parse_conf
+    snap = fixture(inputs["example"]) if inputs.get("example") else None
+    if snap is not None and inputs.get("patch"):
+        snap = patched(snap, inputs["patch"])
+    env_in = {k: (None if v is None else str(v)) for k, v in (inputs.get("env") or {}).items()}
+    conf = parse_conf(inputs["conf"], "file:nccl.conf") if inputs.get("conf") else []
+    env = overlay(snap.env if snap else None, env_in, source="env", conf=conf)
+    evidence: dict[str, list[Any]] = {}
+    for key in EVIDENCE_PARSERS:
+        if inputs.get(key):
+            kind, parsed = _parse_evidence(key, inputs[key])
+            evidence.setdefault(kind, []).append(parsed)
+    if snap is not None:
+        snap = snap.replace(env=env)
+    version = inputs.get("nccl_version")
+    opts = dict(options or {})
+    if inputs.get("policy"):
+        from ncdoc.policy import parse_policy
+        opts.setdefault("policies", [parse_policy(inputs["policy"], "<example policy>")])
+    return Context(snapshot=snap, env=env, evidence=evidence, nccl_version=str(version) if version else None,
+                   options=opts)
+
+
+def run(inputs: Mapping[str, Any], rules=None, *, options: Mapping[str, Any] | None = None) -> Report:
+    """Run `rules` (default: the whole registry) over the inputs."""
+    from ncdoc import ruleset
+    rs = ruleset.load()
+    rules = list(rules) if rules is not None else list(rs)
+    missing = rs.ensure_checks(rules)
+    if missing:
+        raise RuntimeError(f"check functions not registered: {', '.join(sorted(missing))}")
+    return run_rules(context(inputs, options=options), rules)
+
+
+def fired(report: Report) -> set[str]:
+    return {f.name for f in report.findings}
+
+
+def example_problems(rule: Rule, inputs: Mapping[str, Any] | None = None) -> list[str]:
+    """Why a rule's example (or a case given as `inputs` with `expect`) does not behave as it says."""
+    inputs = inputs if inputs is not None else rule.example
+    report = run(inputs)
+    got = fired(report)
+    expect = set(inputs.get("expect") or [])
+    problems = [f"expected {n} to fire" for n in sorted(expect - got)]
+    if rule.name not in expect and rule.name in got:
+        msgs = [f.message for f in report.findings if f.name == rule.name]
+        problems.append(f"{rule.name} fired but the example expects it not to: {msgs[0]}")
+    skipped = [s for s in report.skipped if s.name == rule.name]
+    if rule.name in expect and skipped:
+        problems.append(f"{rule.name} was skipped: {skipped[0].reason}")
+    return problems
+
+
+def case_outcome(rule: Rule, inputs: Mapping[str, Any]) -> tuple[bool, Report]:
+    """(did `rule` fire?, the report) for one pass/fail case, running that rule alone."""
+    report = run(inputs, [rule])
+    return rule.name in fired(report), report
+
+
+__all__ = ["EVIDENCE_PARSERS", "fixture", "context", "run", "fired", "example_problems", "case_outcome"]

@@ -1,0 +1,370 @@
+"""The one rule registry: rule packs (rules/*.yaml) loaded, validated and compiled.
+
+Packs are the source; `python -m ncdoc.ruleset --compile` writes rules/compiled.json,
+which is what the fast paths (`ncdoc check`) read, with json and no YAML import. A test
+fails when compiled.json is out of date.
+
+Pack format (unknown keys are rejected with file, line and key):
+
+    pack: env
+    description: ...            # optional
+    rules:
+      - code: NC1001            # NC + family digit + 3 digits, permanent
+        name: unknown-nccl-var  # kebab-case, names the problem
+        severity: warning       # error | warning | info
+        stage: settings         # one of engine.STAGES
+        summary: ...            # one line
+        why: ...                # why it matters
+        fix: ...                # how to fix
+        references: [https://...]
+        needs: [env]            # optional, from engine.NEEDS
+        check: fn | [fn, ...]   # registered check functions ...
+        when: {...}             # ... or a declarative condition (ncdoc.conditions)
+        message: ...            # template for `when` rules
+        env_patch: {NAME: value|null}   # optional, `when` rules: the fix as env
+        example: {env: {...}, conf: text, example: fixture, patch: {dotted.path: value}, log: text, tests: text,
+                  launch: text, nccl_version: "2.21.5", policy: {a policy pack}, note: text,
+                  expect: [names]}
+        aliases: [old-name]     # optional
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from functools import lru_cache
+
+from ncdoc.engine import CHECKS, NEEDS, STAGES, Rule
+from ncdoc.errors import InputError, UsageError
+from ncdoc.findings import SEVERITIES
+from ncdoc.yaml_lines import LineDict, check_keys, key_line, load_yaml  # noqa: F401  (re-exported)
+
+COMPILED_SCHEMA = 1
+RULE_KEYS_REQUIRED = ("code", "name", "severity", "stage", "summary", "why", "fix", "references", "example")
+RULE_KEYS_OPTIONAL = ("needs", "check", "when", "message", "aliases", "env_patch")
+EXAMPLE_KEYS = ("env", "conf", "example", "patch", "log", "tests", "launch", "nccl_version", "policy", "note",
+                "expect")
+PACK_KEYS = ("pack", "description", "rules")
+
+# Patterns as strings: compiled (and cached by re) only when a pack is parsed, not on the check path.
+_CODE = r"NC[1-6]\d{3}"
+_NAME = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
+
+
+# ---------------------------------------------------------------- pack validation
+
+def _str_list(v: Any) -> bool:
+    return isinstance(v, list) and all(isinstance(x, str) for x in v)
+
+
+def parse_pack(text: str, path: str) -> list[Rule]:
+    """Rules of one pack file, validated (not yet checked against the check registry)."""
+    from ncdoc import conditions
+    doc = load_yaml(text, path)
+    check_keys(doc, PACK_KEYS, "a rule pack", path, 1)
+    pack = doc.get("pack")
+    if not isinstance(pack, str) or not re.fullmatch(_NAME, pack):
+        raise InputError("'pack' must be a kebab-case name", path=path, line=key_line(doc, "pack") or 1)
+    items = doc.get("rules")
+    if not isinstance(items, list):
+        raise InputError("'rules' must be a list", path=path, line=key_line(doc, "rules") or 1)
+    rules = []
+    for item in items:
+        line = key_line(item)
+        check_keys(item, RULE_KEYS_REQUIRED + RULE_KEYS_OPTIONAL, "a rule", path, line)
+        for k in RULE_KEYS_REQUIRED:
+            if k not in item:
+                raise InputError(f"rule is missing required key {k!r}", path=path, line=line)
+
+        def bad(key: str, msg: str) -> InputError:
+            return InputError(f"{key}: {msg}", path=path, line=key_line(item, key))
+
+        code, name = item["code"], item["name"]
+        if not isinstance(code, str) or not re.fullmatch(_CODE, code):
+            raise bad("code", f"{code!r} is not NC + family digit 1-6 + 3 digits")
+        if not isinstance(name, str) or not re.fullmatch(_NAME, name):
+            raise bad("name", f"{name!r} is not kebab-case")
+        if item["severity"] not in SEVERITIES:
+            raise bad("severity", f"{item['severity']!r} is not one of {', '.join(SEVERITIES)}")
+        if item["stage"] not in STAGES:
+            raise bad("stage", f"{item['stage']!r} is not one of {', '.join(STAGES)}")
+        for k in ("summary", "why", "fix"):
+            if not isinstance(item[k], str) or not item[k].strip():
+                raise bad(k, "must be non-empty text")
+        if "\n" in item["summary"].strip():
+            raise bad("summary", "must be one line")
+        refs = item["references"]
+        if not _str_list(refs) or not all(r.startswith(("https://", "http://")) for r in refs):
+            raise bad("references", "must be a list of URLs")
+        needs = item.get("needs", [])
+        if not _str_list(needs) or any(n not in NEEDS for n in needs):
+            raise bad("needs", f"must be a list from {', '.join(NEEDS)}")
+        checks = item.get("check")
+        if isinstance(checks, str):
+            checks = [checks]
+        when = item.get("when")
+        if (checks is None) == (when is None):
+            raise InputError("a rule needs exactly one of 'check' or 'when'", path=path, line=line)
+        if checks is not None and (not _str_list(checks) or not checks):
+            raise bad("check", "must be a check-function name or a list of them")
+        message = item.get("message", "")
+        if when is not None:
+            conditions.validate(when, path=path, line=key_line(item, "when"))
+            if not isinstance(message, str) or not message.strip():
+                raise bad("message", "a 'when' rule needs a message template")
+            conditions.validate_template(message, path=path, line=key_line(item, "message"))
+        elif "message" in item:
+            raise bad("message", "only 'when' rules take a message (check functions write their own)")
+        patch = item.get("env_patch", {})
+        if not isinstance(patch, dict) or any(not isinstance(k, str) or not (v is None or isinstance(v, str))
+                                              for k, v in patch.items()):
+            raise bad("env_patch", "must map NCCL_* names to a string or null")
+        aliases = item.get("aliases", [])
+        if not _str_list(aliases) or any(not re.fullmatch(_NAME, a) for a in aliases):
+            raise bad("aliases", "must be a list of kebab-case names")
+        example = item["example"]
+        check_keys(example, EXAMPLE_KEYS, "an example", path, key_line(item, "example"))
+        if not _str_list(example.get("expect")):
+            raise InputError("example needs 'expect': a list of rule names ([] for a clean example)",
+                             path=path, line=key_line(example) or key_line(item, "example"))
+        env = example.get("env", {})
+        if not isinstance(env, dict) or any(not (v is None or isinstance(v, (str, int))) for v in env.values()):
+            raise InputError("example env must map names to values (null: unset)", path=path,
+                             line=key_line(example, "env"))
+        rules.append(Rule(
+            code=code, name=name, severity=item["severity"], summary=item["summary"].strip(),
+            why=item["why"].strip(), fix=item["fix"].strip(), stage=item["stage"],
+            references=tuple(refs), checks=tuple(checks or ()), when=_plain(when),
+            message=message.strip() if isinstance(message, str) else "", needs=tuple(needs),
+            example=_plain(example), aliases=tuple(aliases), pack=pack, env_patch=dict(patch),
+        ))
+    return rules
+
+
+def _plain(obj: Any) -> Any:
+    """LineDicts back to plain dicts/lists (for JSON and for equality)."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def check_registry(rules: list[Rule], *, where: str = "rules") -> None:
+    """Codes and names (and aliases) unique across all packs."""
+    seen_codes: dict[str, Rule] = {}
+    seen_names: dict[str, Rule] = {}
+    for r in rules:
+        if r.code in seen_codes:
+            raise InputError(f"code {r.code} used by both {seen_codes[r.code].name} ({seen_codes[r.code].pack}) "
+                             f"and {r.name} ({r.pack})", path=where)
+        seen_codes[r.code] = r
+        for n in (r.name, *r.aliases):
+            if n in seen_names:
+                raise InputError(f"name {n!r} used by both {seen_names[n].code} and {r.code}", path=where)
+            seen_names[n] = r
+
+
+# ---------------------------------------------------------------- sources and the compiled file
+
+_PKG = os.path.dirname(os.path.abspath(__file__))
+
+
+def rules_dir():
+    """rules/ of this install (a Path): ncdoc.resources.data_dir("rules")."""
+    from ncdoc.resources import data_dir
+    return data_dir("rules")
+
+
+def _rules_dir_fast() -> str:
+    """The same folder as `rules_dir`, found with os.path only: the check path avoids pathlib.
+
+    Mirrors ncdoc.resources.data_dir: the wheel layout (ncdoc/_bundled/rules) first, then the
+    source/editable layout (rules/ beside the package).
+    """
+    for candidate in (os.path.join(_PKG, "_bundled", "rules"), os.path.join(os.path.dirname(_PKG), "rules")):
+        if os.path.isdir(candidate):
+            return candidate
+    return str(rules_dir())          # raises the install error
+
+
+def pack_files(directory=None) -> list:
+    """Every rules/*.yaml pack (not rules/policies/)."""
+    from pathlib import Path
+    d = Path(directory) if directory else rules_dir()
+    return sorted(p for p in d.glob("*.yaml") if p.is_file())
+
+
+def load_sources(directory=None) -> list[Rule]:
+    rules: list[Rule] = []
+    for p in pack_files(directory):
+        rules.extend(parse_pack(p.read_text(encoding="utf-8"), str(p)))
+    rules.sort(key=lambda r: r.code)
+    check_registry(rules)
+    return rules
+
+
+def _rule_to_json(r: Rule) -> dict[str, Any]:
+    return {"code": r.code, "name": r.name, "severity": r.severity, "stage": r.stage, "summary": r.summary,
+            "why": r.why, "fix": r.fix, "references": list(r.references), "checks": list(r.checks),
+            "when": r.when, "message": r.message, "needs": list(r.needs), "example": r.example,
+            "aliases": list(r.aliases), "pack": r.pack, "env_patch": dict(r.env_patch)}
+
+
+def _rule_from_json(d: dict[str, Any]) -> Rule:
+    return Rule(code=d["code"], name=d["name"], severity=d["severity"], summary=d["summary"], why=d["why"],
+                fix=d["fix"], stage=d["stage"], references=tuple(d["references"]), checks=tuple(d["checks"]),
+                when=d["when"], message=d["message"], needs=tuple(d["needs"]), example=d["example"],
+                aliases=tuple(d["aliases"]), pack=d["pack"], env_patch=d["env_patch"])
+
+
+def compile_text(directory=None) -> str:
+    """The compiled.json text for the current sources (check functions resolved to modules)."""
+    from ncdoc.checks import import_all
+    rules = load_sources(directory)
+    import_all()
+    modules: dict[str, str] = {}
+    for r in rules:
+        for name in r.checks:
+            fn = CHECKS.get(name)
+            if fn is None:
+                raise InputError(f"rule {r.code} ({r.name}) names check function {name!r}, which no module in "
+                                 f"ncdoc.checks registers", path=f"rules/{r.pack}.yaml")
+            modules[name] = fn.__module__
+    body = {"schema_version": COMPILED_SCHEMA,
+            "packs": sorted({r.pack for r in rules}),
+            "checks": dict(sorted(modules.items())),
+            "rules": [_rule_to_json(r) for r in rules]}
+    return json.dumps(body, indent=1, sort_keys=False, ensure_ascii=False) + "\n"
+
+
+def compiled_path(directory=None) -> str:
+    return os.path.join(str(directory) if directory else _rules_dir_fast(), "compiled.json")
+
+
+# ---------------------------------------------------------------- the registry
+
+class RuleSet:
+    """All rules by code, name and alias; the check-function modules they need."""
+
+    def __init__(self, rules: list[Rule], check_modules: dict[str, str] | None = None):
+        self.rules = tuple(sorted(rules, key=lambda r: r.code))
+        self.check_modules = dict(check_modules or {})
+        self._index: dict[str, Rule] = {}
+        for r in self.rules:
+            self._index[r.code] = r
+            self._index[r.name] = r
+            for a in r.aliases:
+                self._index.setdefault(a, r)
+
+    def __iter__(self):
+        return iter(self.rules)
+
+    def __len__(self) -> int:
+        return len(self.rules)
+
+    def find(self, key: str) -> Rule | None:
+        return self._index.get(key) or self._index.get(key.upper())
+
+    def get(self, key: str) -> Rule:
+        rule = self.find(key)
+        if rule is None:
+            hint = _close(key, list(self._index))
+            raise UsageError(f"unknown rule {key!r}" + (f" (did you mean {hint}?)" if hint else ""))
+        return rule
+
+    def matching(self, token: str) -> list[Rule]:
+        """Rules a --select/--ignore token names: ALL, a code prefix (NC1, NC10), a code, a name."""
+        if token.upper() == "ALL":
+            return list(self.rules)
+        rule = self.find(token)
+        if rule is not None:
+            return [rule]
+        t = token.upper()
+        if re.fullmatch(r"NC\d{0,4}", t):
+            return [r for r in self.rules if r.code.startswith(t)]
+        return []
+
+    def evidence_checks(self, rules) -> set[str]:
+        """Names of the checks `rules` use that live in evidence-only modules (see ncdoc.checks)."""
+        from ncdoc.checks import EVIDENCE_MODULES
+        return {c for r in rules for c in r.checks if self.check_modules.get(c) in EVIDENCE_MODULES}
+
+    def ensure_checks(self, rules, *, skip=frozenset()) -> set[str]:
+        """Import the modules registering the checks `rules` use (but not those in `skip`);
+        return the check names still missing."""
+        import importlib
+        wanted = {c for r in rules for c in r.checks if c not in CHECKS and c not in skip}
+        for mod in sorted({self.check_modules.get(c, "") for c in wanted} - {""}):
+            try:
+                importlib.import_module(mod)
+            except ModuleNotFoundError as exc:
+                if exc.name != mod:
+                    raise
+        missing = {c for c in wanted if c not in CHECKS}
+        if missing:  # not in the compiled map (sources newer than compiled.json): import them all
+            from ncdoc.checks import import_all
+            import_all()
+            missing = {c for c in wanted if c not in CHECKS}
+        return missing
+
+
+def _close(key: str, options: list[str]) -> str | None:
+    import difflib
+    m = difflib.get_close_matches(key, options, n=1, cutoff=0.6)
+    return m[0] if m else None
+
+
+@lru_cache(maxsize=4)
+def load(directory: str | None = None, *, from_sources: bool = False) -> RuleSet:
+    """The rule registry: compiled.json when present (fast), else the YAML sources."""
+    compiled = compiled_path(directory)
+    if not from_sources and os.path.isfile(compiled):
+        try:
+            with open(compiled, encoding="utf-8") as fh:
+                data = json.load(fh)
+        except ValueError as exc:
+            raise InputError(f"not valid JSON ({exc})", path=compiled) from None
+        if data.get("schema_version") != COMPILED_SCHEMA:
+            raise InputError("compiled rules have an unknown schema_version: run python -m ncdoc.ruleset "
+                             "--compile", path=compiled)
+        return RuleSet([_rule_from_json(r) for r in data["rules"]], data.get("checks"))
+    return RuleSet(load_sources(directory))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m ncdoc.ruleset",
+                                 description="Validate the rule packs and write rules/compiled.json.")
+    ap.add_argument("--compile", action="store_true", help="write rules/compiled.json")
+    ap.add_argument("--check", action="store_true", help="exit 1 when rules/compiled.json is out of date")
+    args = ap.parse_args(argv)
+    from ncdoc.errors import NcdocError
+    try:
+        text = compile_text()
+    except NcdocError as exc:
+        print(f"ncdoc: error: {exc}", file=sys.stderr)
+        return 2
+    from pathlib import Path
+    path = Path(compiled_path())
+    if args.check:
+        if not path.is_file() or path.read_text(encoding="utf-8") != text:
+            print(f"{path} is out of date: run python -m ncdoc.ruleset --compile", file=sys.stderr)
+            return 1
+        return 0
+    if args.compile:
+        path.write_text(text, encoding="utf-8")
+        n = len(json.loads(text)["rules"])
+        print(f"wrote {path} ({n} rules)", file=sys.stderr)
+        return 0
+    print(f"{len(json.loads(text)['rules'])} rules valid", file=sys.stderr)
+    return 0
+
+
+__all__ = ["LineDict", "load_yaml", "key_line", "check_keys", "parse_pack", "check_registry", "pack_files",
+           "load_sources", "compile_text", "compiled_path", "RuleSet", "load", "main"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

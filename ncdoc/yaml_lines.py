@@ -1,0 +1,67 @@
+"""YAML read with line numbers, for files people write (rule packs, policy packs, configs), so an
+error can name the file, the line and the key. PyYAML is imported only when such a file is read."""
+
+from __future__ import annotations
+
+from ncdoc.errors import InputError
+
+
+class LineDict(dict):
+    """A mapping from YAML that remembers its own line and each key's line (1-based)."""
+    line: int | None = None
+    key_lines: dict[str, int]
+
+
+def load_yaml(text: str, path: str) -> Any:
+    """Parse YAML keeping line numbers on every mapping; InputError names file and line."""
+    import yaml  # only for pack sources, never on the compiled fast path
+
+    class _Loader(yaml.SafeLoader):
+        pass
+
+    def construct_mapping(loader, node, deep=False):
+        loader.flatten_mapping(node)
+        out = LineDict()
+        out.line = node.start_mark.line + 1
+        out.key_lines = {}
+        for key_node, value_node in node.value:
+            key = loader.construct_object(key_node, deep=True)
+            if not isinstance(key, (str, int, float, bool)) or key is None:
+                raise InputError(f"mapping key must be a scalar, got {key!r}", path=path,
+                                 line=key_node.start_mark.line + 1)
+            if key in out:
+                raise InputError(f"duplicate key {key!r}", path=path, line=key_node.start_mark.line + 1)
+            out[key] = loader.construct_object(value_node, deep=True)
+            out.key_lines[str(key)] = key_node.start_mark.line + 1
+        return out
+
+    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, construct_mapping)
+    try:
+        return yaml.load(text, Loader=_Loader)  # noqa: S506 - SafeLoader subclass
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise InputError(f"not valid YAML: {problem}", path=path,
+                         line=mark.line + 1 if mark else None) from None
+
+
+def key_line(obj: Any, key: str | None = None) -> int | None:
+    if isinstance(obj, LineDict):
+        if key is not None and key in obj.key_lines:
+            return obj.key_lines[key]
+        return obj.line
+    return None
+
+
+def check_keys(obj, allowed, what: str, path: str, line: int | None = None) -> None:
+    """Reject a non-mapping or any key outside `allowed`, naming file, line and key."""
+    if not isinstance(obj, dict):
+        raise InputError(f"{what} must be a mapping, got {type(obj).__name__}", path=path, line=line)
+    allowed = set(allowed)
+    for k in obj:
+        if k not in allowed:
+            raise InputError(f"unknown key {k!r} in {what} (allowed: {', '.join(sorted(allowed))})",
+                             path=path, line=key_line(obj, str(k)) or line)
+
+
+__all__ = ["LineDict", "load_yaml", "key_line", "check_keys"]

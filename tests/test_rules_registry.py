@@ -1,0 +1,190 @@
+"""The rule registry: one set of codes and names, packs validated strictly, compiled.json and
+docs/rules generated from the packs and up to date, data found by editable and wheel installs."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from ncdoc import ruledocs, ruleset
+from ncdoc.errors import InputError
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTRACT = (
+    "unknown-nccl-var", "invalid-value", "removed-var", "deprecated-var", "debug-var-in-production",
+    "env-shadowed", "ib-disabled-by-env", "socket-threads-product", "p2p-disabled",
+    "ib-hca-unknown-device", "ib-hca-includes-down-port", "nic-count-limited", "socket-ifname-no-match",
+    "socket-ifname-loopback", "socket-ifname-virtual", "roce-gid-link-local", "roce-gid-v1",
+    "roce-gid-index-unset", "no-rdma-devices", "net-plugin-missing", "gpu-without-local-nic", "acs-enabled",
+    "peermem-not-loaded", "nccl-peermem-detection-bug", "virtual-topology", "port-down",
+    "link-below-rated-speed", "mixed-link-layers", "link-errors", "roce-mtu-mismatch", "fabric-manager",
+)
+SHARED = {"no-rdma-devices": "ev_no_rdma_devices", "net-plugin-missing": "ev_net_plugin_missing",
+          "socket-ifname-loopback": "ev_socket_ifname_loopback", "socket-ifname-virtual": "ev_socket_ifname_virtual",
+          "fabric-manager": "ev_fabric_manager", "nic-count-limited": "ev_nic_count_limited"}
+OWN_PACKS = ("env", "env-node", "network", "topology", "versions", "policy")
+
+
+@pytest.fixture(scope="module")
+def rules():
+    return list(ruleset.load(from_sources=True))
+
+
+def test_compiled_json_is_up_to_date():
+    text = ruleset.compile_text()
+    path = Path(ruleset.compiled_path())
+    assert path.is_file() and path.read_text(encoding="utf-8") == text, \
+        "rules/compiled.json is out of date: run python -m ncdoc.ruleset --compile"
+
+
+def test_compiled_and_sources_agree(rules):
+    compiled = ruleset.load()
+    assert [r.code for r in compiled] == [r.code for r in rules]
+    assert all(a == b for a, b in zip(compiled, rules))
+
+
+def test_docs_are_up_to_date(rules):
+    pages = ruledocs.render_all(rules)
+    docs = ROOT / "docs" / "rules"
+    stale = [n for n, text in pages.items() if not (docs / n).is_file() or (docs / n).read_text() != text]
+    extra = {p.name for p in docs.glob("*.md")} - set(pages)
+    assert not stale and not extra, f"run python -m ncdoc.ruledocs (stale {stale[:5]}, extra {sorted(extra)})"
+
+
+def test_contract_names_and_count(rules):
+    names = {r.name for r in rules}
+    assert len(rules) >= 40
+    assert set(CONTRACT) <= names, sorted(set(CONTRACT) - names)
+
+
+def test_codes_families_and_ranges(rules):
+    for r in rules:
+        assert re.fullmatch(r"NC[1-6]\d{3}", r.code)
+        if r.pack in OWN_PACKS:
+            assert r.code[3] in "01234", f"{r.code} is outside this pack's code range (second digit 0-4)"
+
+
+def test_shared_rules_list_both_checks(rules):
+    by_name = {r.name: r for r in rules}
+    for name, ev_fn in SHARED.items():
+        rule = by_name[name]
+        assert ev_fn in rule.checks and len(rule.checks) == 2, rule.checks
+        assert not rule.needs, f"{name}: a rule with two checks must not have rule-level needs"
+
+
+def test_every_check_function_is_registered(rules):
+    from ncdoc.checks import import_all
+    from ncdoc.engine import CHECKS
+    import_all()
+    missing = {c for r in rules for c in r.checks} - set(CHECKS)
+    assert not missing
+
+
+def test_lookup_by_code_name_and_alias():
+    rs = ruleset.load()
+    assert rs.get("NC1002").name == "invalid-value"
+    assert rs.get("invalid-value").code == "NC1002"
+    assert rs.get("nc1002").code == "NC1002"
+    with pytest.raises(Exception, match="did you mean"):
+        rs.get("invalid-valu")
+    assert {r.code[:3] for r in rs.matching("NC1")} == {"NC1"}
+
+
+def test_rules_dir_found_like_resources():
+    from ncdoc.resources import data_dir
+    assert Path(ruleset._rules_dir_fast()) == data_dir("rules")
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert '"rules" = "ncdoc/_bundled/rules"' in pyproject       # the wheel carries rules/
+
+
+def test_wheel_layout_is_preferred(tmp_path, monkeypatch):
+    pkg = tmp_path / "ncdoc"
+    (pkg / "_bundled" / "rules").mkdir(parents=True)
+    monkeypatch.setattr(ruleset, "_PKG", str(pkg))
+    assert ruleset._rules_dir_fast() == str(pkg / "_bundled" / "rules")
+
+
+# ---------------------------------------------------------------- strict pack validation
+
+GOOD = """\
+pack: demo
+rules:
+  - code: NC1999
+    name: demo-rule
+    severity: warning
+    stage: settings
+    summary: one line
+    why: because
+    fix: do this
+    references: [https://example.org]
+    when: {env: NCCL_DEBUG, equals: INFO}
+    message: "NCCL_DEBUG={env:NCCL_DEBUG}"
+    example: {env: {NCCL_DEBUG: INFO}, expect: [demo-rule]}
+"""
+
+
+def test_good_pack_parses():
+    (rule,) = ruleset.parse_pack(GOOD, "demo.yaml")
+    assert rule.code == "NC1999" and rule.when == {"env": "NCCL_DEBUG", "equals": "INFO"}
+
+
+@pytest.mark.parametrize("change, line, words", [
+    (("    fix: do this\n", "    fix: do this\n    fixx: typo\n"), 10, "unknown key 'fixx'"),
+    (("equals: INFO}", "equal: INFO}"), 11, "unknown operator 'equal'"),
+    (("{env: NCCL_DEBUG, equals: INFO}", "{fact: nccl_versoin, equals: x}"), 11, "unknown fact 'nccl_versoin'"),
+    (("code: NC1999", "code: NC999"), 3, "code"),
+    (("name: demo-rule", "name: Demo_Rule"), 4, "kebab-case"),
+    (("severity: warning", "severity: fatal"), 5, "severity"),
+    (("stage: settings", "stage: networking"), 6, "stage"),
+    (("    example: {env: {NCCL_DEBUG: INFO}, expect: [demo-rule]}\n", "    example: {env: {NCCL_DEBUG: INFO}}\n"),
+     13, "expect"),
+    (("expect: [demo-rule]}", "expect: [demo-rule], inputs: 1}"), 13, "unknown key 'inputs'"),
+    (("    message: \"NCCL_DEBUG={env:NCCL_DEBUG}\"\n", ""), 3, "message"),
+    (("{env: NCCL_DEBUG, equals: INFO}", "{env: NCCL_DEBUG, matches: '('}"), 11, "regex"),
+    (("references: [https://example.org]", "references: [example.org]"), 10, "references"),
+])
+def test_bad_pack_names_file_line_and_key(change, line, words):
+    text = GOOD.replace(*change)
+    with pytest.raises(InputError) as err:
+        ruleset.parse_pack(text, "demo.yaml")
+    msg = str(err.value)
+    assert msg.startswith(f"demo.yaml:{line}:"), msg
+    assert words in msg
+
+
+def test_duplicate_codes_are_rejected():
+    a = ruleset.parse_pack(GOOD, "a.yaml")
+    with pytest.raises(InputError, match="NC1999"):
+        ruleset.check_registry(a + a)
+
+
+def test_invalid_yaml_names_the_line():
+    with pytest.raises(InputError, match=r"bad\.yaml:3: not valid YAML"):
+        ruleset.parse_pack("pack: x\nrules: [\n  - {\n", "bad.yaml")
+
+
+def test_rules_json_lists_everything(capsys):
+    from ncdoc.cli.main import main
+    assert main(["rules", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["schema_version"] == 1
+    names = {r["name"] for r in data["rules"]}
+    assert len(data["rules"]) >= 40 and set(CONTRACT) <= names
+
+
+def test_rule_command_prints_the_sections(capsys):
+    from ncdoc.cli.main import main
+    assert main(["rule", "socket-ifname-loopback"]) == 0
+    out = capsys.readouterr().out
+    for head in ("## What it does", "## Why it matters", "## Example", "## How to fix", "## References"):
+        assert head in out
+    assert "NC1106" in out
+
+
+def test_rule_command_unknown_code_exits_2(capsys):
+    from ncdoc.cli.main import main
+    assert main(["rule", "NC9999"]) == 2
+    assert "unknown rule" in capsys.readouterr().err
