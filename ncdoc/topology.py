@@ -21,7 +21,7 @@ RDMA devices are unknown do the PCI network devices stand in, named by label.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ncdoc.record import record as dataclass
 
 from ncdoc.snapshot import OK, UNKNOWN, Snapshot, Status
 
