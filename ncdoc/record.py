@@ -38,26 +38,31 @@ def field(*, default=_MISSING, default_factory=_MISSING):
 
 
 def _init(self, *args, **kwargs):
-    flds = self.__record_fields__
-    if len(args) > len(flds):
-        raise TypeError(f"{type(self).__name__}() takes {len(flds)} arguments, {len(args)} given")
-    setter = object.__setattr__
-    for f, value in zip(flds, args):
-        if f.name in kwargs:
-            raise TypeError(f"{type(self).__name__}() got multiple values for {f.name!r}")
-        setter(self, f.name, value)
-    for f in flds[len(args):]:
-        value = kwargs.pop(f.name, _MISSING)
-        if value is _MISSING:
-            if f.default_factory is not _MISSING:
-                value = f.default_factory()
-            elif f.default is not _MISSING:
-                value = f.default
-            else:
-                raise TypeError(f"{type(self).__name__}() missing argument {f.name!r}")
-        setter(self, f.name, value)
-    if kwargs:
-        raise TypeError(f"{type(self).__name__}() got unexpected argument(s) {sorted(kwargs)}")
+    # Fill __dict__ directly: one dict update instead of a setattr per field keeps
+    # building a Snapshot from JSON cheap (thousands of objects on a big node).
+    cls = self.__class__
+    names = cls.__record_names__
+    d = self.__dict__
+    d.update(cls.__record_defaults__)
+    for name, factory in cls.__record_factories__:
+        if name not in kwargs:
+            d[name] = factory()
+    if args:
+        if len(args) > len(names):
+            raise TypeError(f"{cls.__name__}() takes {len(names)} arguments, {len(args)} given")
+        for name, value in zip(names, args):
+            if name in kwargs:
+                raise TypeError(f"{cls.__name__}() got multiple values for {name!r}")
+            d[name] = value
+    d.update(kwargs)
+    if len(d) != len(names):
+        extra = [k for k in kwargs if k not in cls.__record_index__]
+        if extra:
+            for k in extra:
+                del d[k]
+            raise TypeError(f"{cls.__name__}() got unexpected argument(s) {sorted(extra)}")
+        missing = [n for n in names if n not in d]
+        raise TypeError(f"{cls.__name__}() missing argument(s) {missing}")
     post = getattr(self, "__post_init__", None)
     if post is not None:
         post()
@@ -144,6 +149,11 @@ def record(cls=None, /, *, frozen: bool = True, **_ignored):
                     setattr(c, name, f.default)
         flds = list(by_name.values())
         c.__record_fields__ = tuple(flds)
+        c.__record_names__ = tuple(f.name for f in flds)
+        c.__record_index__ = frozenset(c.__record_names__)
+        c.__record_defaults__ = {f.name: f.default for f in flds if f.default is not _MISSING}
+        c.__record_factories__ = tuple((f.name, f.default_factory) for f in flds
+                                       if f.default_factory is not _MISSING)
         c.__init__ = _init
         c.__eq__ = _eq
         c.__hash__ = _hash

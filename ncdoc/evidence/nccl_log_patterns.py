@@ -1,0 +1,221 @@
+"""What NCCL log lines look like, NCCL 2.4 to 2.30, and how to pick them out fast.
+
+Formats are NCCL's own format strings (src/debug.cc, init.cc, bootstrap.cc, transport/*.cc,
+graph/*.cc, plugin/*.cc; see nccl_facts.md section 6). Two kinds of pattern live here:
+
+* block patterns (bytes) that run over a few MiB at a time in C: SCAN finds the few lines
+  worth reading in Python, VIA counts the per-channel transport lines without reading them;
+* message parsers (str) that turn one such line into a small fact.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import lru_cache
+
+from ncdoc.evidence.error_codes import NCCL_RESULT
+# Re-exported: the scanner classifies through this module.
+from ncdoc.evidence.nccl_log_errors import MAX_MESSAGE, Classified, classify_error  # noqa: F401
+
+# ---------------------------------------------------------------- block patterns (bytes)
+
+# INFO messages whose facts do not depend on which rank printed them: counted per distinct
+# message in C (AGG), so a 4096-rank log reads each distinct message once.
+_AGG_KEYS = rb"|".join([
+    rb"N(?:CCL_[A-Z0-9_]+ set |ET(?:/IB ?: ?(?:GPU Direct|\[\d|Made virtual|ncclIbConnect|NCCL Dev|Data Direct)"
+    rb"|/Plugin ?: ?(?![ F])|/OFI |/(?!IB|Plugin|Socket)[^:\r\n]{1,40}: GPU Direct)|VLS multicast)",
+    rb"cudaDriverVersion",
+    rb"GPU Direct RDMA",
+    rb"Initialized NET plugin",
+    rb"S(?:uccessfully loaded external)",
+    rb"P(?:lugin Path|2P plugin|attern \d+, crossNic)",
+    rb"DMA-BUF is available",
+    rb"Enabled NCCL Func",
+    rb"C(?:hannel \d+/\d\d : |onnected all rings)",
+    rb"(?:All(?:Reduce|Gather|ToAll)|Reduce(?:Scatter)?|Broadcast|Send(?:Recv)?|Recv|Gather|Scatter): \d+ Bytes",
+    rb"\d+ (?:Bytes -> Algo|coll channels)",
+])
+# INFO messages read line by line, with the rank that printed them (grouped by first
+# character so the regex engine rejects the hot INFO lines after a byte or two).
+_RANK_KEYS = rb"|".join([
+    rb"N(?:CCL version |ET(?:/IB ?: ?(?:Using|No |Unable|Failed)|/Socket ?: (?:Using \[|[Nn]o )"
+    rb"| : Using interface))",
+    rb"Bootstrap ?: Using",
+    rb"comm (?:0x|\(nil\))",
+    rb"U(?:sing network|nrecognized)",
+    rb"Invalid",
+    rb"A(?:ssigned NET plugin|ll entries)",
+    rb"P2P is disabled",
+    rb"Error",
+    rb"C(?:ould not find (?:a path|any)|UDA Dev \d+, IP|uda failure|all to )",
+    rb"HINT",
+    rb"Failed to ",
+    rb"\[Rank \d+\] nccl",
+    rb"nccl\w+ comm ",
+    rb"[a-z][\w./+-]*\.(?:cc|cu|c|h|cpp|hpp):\d+ ",
+])
+# The patterns start at the "L" of "NCCL": "L" is rarer than "N" in these logs, and the
+# regex engine skips ahead to its first literal character at memchr speed.
+AGG = re.compile(rb"L INFO ((?:" + _AGG_KEYS + rb")[^\r\n]*)")
+# Every WARN, the per-rank INFO lines, version banners without a prefix, and the framework
+# lines (PyTorch c10d) that carry NCCL's error text.
+SCAN = re.compile(
+    rb"L(?: (?:WARN |INFO (?:" + _RANK_KEYS + rb")|version \d|error|communicator)"
+    rb"|\.cpp:\d+\]|\(SeqNum)")
+# Per-channel transport lines: counted in C by their "via" tail (P2P/IPC, NET/IB/0/GDRDMA...).
+VIA = re.compile(rb" via ((?:NET|P2P|SHM|COLLNET)/[^ \r\n]*|direct shared memory)")
+# The same lines in full, read only in blocks where NET channels mix GDR and non-GDR.
+NET_CHANNEL = re.compile(
+    rb"(?:Channel|Ring) \d+(?:/\d+)? : (\d+)(?:\[\w+\])? -> (\d+)(?:\[\w+\])? \[(send|receive)\] "
+    rb"via NET/([^/ \r\n]+)/(\d+)([^ \r\n]*)")
+# Lines following a framework "NCCL error" line that say which error and why.
+FOLLOW_UP = 6
+
+# ---------------------------------------------------------------- the line prefix
+
+_ID = re.compile(r"^[A-Za-z0-9_.\-]+(?::[\w\-]+){0,2}$")
+_SRC_FILE = re.compile(r"^[\w./+-]+\.(?:cc|cu|c|h|cpp|hpp|cxx|py):(\d+)$")
+
+
+@dataclass(frozen=True)
+class Prefix:
+    host: str | None = None
+    pid: str | None = None
+    tid: str | None = None
+    dev: int | None = None
+    file: str | None = None          # WARN only: "transport/net_ib.cc:840"
+    func: str | None = None          # WARN only, NCCL >= 2.30.7
+
+    @property
+    def rank_key(self) -> str | None:
+        """host:pid:dev, the process and GPU a line came from (host:pid, host, or None)."""
+        if not self.host:
+            return None
+        key = self.host if self.pid is None else f"{self.host}:{self.pid}"
+        return key if self.dev is None else f"{key}:{self.dev}"
+
+
+@lru_cache(maxsize=8192)
+def parse_prefix(pre: str) -> Prefix:
+    """Read `host:pid:tid [dev] [file:line] [(func)] ` from the text before "NCCL INFO|WARN".
+
+    Anything before the host token (timestamps, mpirun/srun/torchrun tags) is ignored.
+    """
+    text = pre.rstrip()
+    func = file = None
+    if text.endswith(")"):
+        i = text.rfind(" (")
+        if i >= 0:
+            func, text = text[i + 2:-1], text[:i].rstrip()
+    if text:
+        j = text.rfind(" ")
+        last = text[j + 1:]
+        if _SRC_FILE.match(last):
+            file, text = last, text[:j + 1].rstrip() if j >= 0 else ""
+    dev = None
+    if text.endswith("]"):
+        k = text.rfind("[")
+        if k >= 0 and text[k + 1:-1].isdigit():
+            dev, text = int(text[k + 1:-1]), text[:k].rstrip()
+    token = text[text.rfind(" ") + 1:] if text else ""
+    for tag_end in (">:", "]:"):                 # [1,0]<stdout>:host..., [default0]:host...
+        cut = token.rfind(tag_end)
+        if cut >= 0:
+            token = token[cut + len(tag_end):]
+    if not token or not _ID.match(token):
+        return Prefix(dev=dev, file=file, func=func)
+    parts = token.split(":")
+    host = parts[0]
+    if host.isdigit() and len(parts) == 1:       # "0: " srun label without a host
+        return Prefix(dev=dev, file=file, func=func)
+    return Prefix(host, parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None,
+                  dev, file, func)
+
+
+# ---------------------------------------------------------------- message parsers (str)
+
+VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)([^\s+,]*)(?:\+cuda([\d.]*\d))?")
+ENV = re.compile(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*?)\s*$")
+# Names start at a word boundary (the lookbehind): a long run of name characters is tried once, not
+# once per character.
+IFACE = re.compile(r"(?:\[\d+\])?(?<![A-Za-z0-9_.@\-])([A-Za-z0-9_.@\-]+):(\S+?)<(\d+)>")
+IB_DEV = re.compile(r"\[(\d+)\] ?([\w.\-]+):(\d+)(?::-?\d*){0,2}/(\w+)")
+IB_DEV_DETAIL = re.compile(r"^NET/IB ?: ?\[(\d+)\] ([\w.\-]+):[\w\-]*:(\d+)/(\w+).*?\bspeed=(\d+)")
+IB_VDEV = re.compile(r"Made virtual device \[(\d+)\] name=([\w.\-]+) speed=(\d+)")
+IB_QP = re.compile(r"qp_num \d+ mtu (\d+)(?: (?:GID (\d+)|LID \d+))?")
+GDR_DISTANCE = re.compile(r"distance (\d+) ?(<=|>=|<|>) ?(\d+)")
+GDR_HCA = re.compile(r"HCA (\w+)(?: '([^']*)')?")
+COMM = re.compile(r"comm (0x[0-9a-fA-F]+|\(nil\)) rank (\d+) n[Rr]anks (\d+)")
+COMM_ID = re.compile(r"commId (0x[0-9a-fA-F]+)")
+COMM_NODES = re.compile(r"nNodes (\d+) localRanks (\d+)")
+CHANNEL_SUMMARY = re.compile(r"^(\d+) coll channels, (?:(\d+) collnet channels, )?(?:(\d+) nvls channels, )?"
+                             r"(\d+) p2p channels")
+RING_LIST = re.compile(r"^Channel (\d+)/(\d+) :")
+RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
+ALGO_PICK = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)")
+PLUGIN_LOADED = re.compile(r"Loaded (net|coll|collnet) plugin (.+?) \(v(\d+)\)")
+OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\S+?)(?:,| \(found (\d+) nics?\)|$)")
+OFI_VERSION = re.compile(r"Using aws-ofi-nccl ([\w.\-]+)")
+OLD_IFACES = re.compile(r"IP Interfaces : (.*)$")
+CUDA_DRIVER = re.compile(r"cudaDriverVersion (\d+)")
+
+ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
+PROTOCOLS = ("LL", "LL128", "Simple")
+
+# topoPathTypeStr by release (NCCL's GDR/P2P "distance" numbers index into these).
+_PATHS = (
+    ((2, 27), ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS", "NET", "DIS")),
+    ((2, 26), ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "PXN", "PHB", "SYS", "NET", "DIS")),
+    ((2, 21), ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS", "NET", "DIS")),
+    ((2, 12), ("LOC", "NVL", "NVB", "PIX", "PXB", "PXN", "PHB", "SYS", "DIS")),
+    ((2, 8), ("LOC", "NVL", "NVB", "PIX", "PXB", "PHB", "SYS")),
+)
+
+
+def path_name(distance: int, version: str | None) -> str | None:
+    """The path type a GDR "distance" number stands for in `version`, or None when unknown."""
+    if not version:
+        return None
+    try:
+        vt = tuple(int(x) for x in version.split(".")[:2])
+    except ValueError:
+        return None
+    for since, names in _PATHS:
+        if vt >= since:
+            return names[distance] if 0 <= distance < len(names) else None
+    return None
+
+
+def algo_name(token: str, table: tuple[str, ...]) -> str:
+    if token.isdigit():
+        i = int(token)
+        return table[i] if i < len(table) else token
+    for name in table:
+        if name.lower() == token.lower():
+            return name
+    return token
+
+
+def parse_trace(msg: str) -> tuple[str, int, int] | None:
+    """`transport/net.cc:1301 -> 6`: (file, line, ncclResult_t), read without a backtracking regex."""
+    head, sep, tail = msg.partition(" -> ")
+    if not sep or not tail.strip().isdigit():
+        return None
+    path, _, line = head.rpartition(":")
+    if not line.isdigit() or "." not in path or " " in path or not path:
+        return None
+    return path, int(line), int(tail.strip())
+
+
+def split_ib_using(msg: str) -> tuple[str, str] | None:
+    """"NET/IB : Using [0]mlx5_0:1/IB [RO]; OOB ib0:10.0.0.1<0>" -> (device part, OOB part)."""
+    if not msg.startswith("NET/IB"):
+        return None
+    _, sep, rest = msg.partition("Using")
+    if not sep:
+        return None
+    part, _, oob = rest.partition("; OOB ")
+    return part, oob.strip()
+
+

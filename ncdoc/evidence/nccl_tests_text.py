@@ -1,0 +1,299 @@
+"""Line-by-line reader of nccl-tests text output (src/util.cu `PRINT` formats, 2.x to 2.19.6).
+
+Columns come from the table header when there is one; a table pasted without its header is
+read by the shape of its rows (redop present or not, root present or not, -I groups of 8),
+and a row cut short keeps the columns it has. Derived facts (peak, #wrong totals, bus factor)
+are computed by `derive`, shared with the JSON reader.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from typing import Any
+
+from ncdoc.evidence.citation import EvidenceBook
+from ncdoc.evidence.nccl_tests import (
+    MAX_ROWS, Device, GroupResult, NcclTestsFacts, Row, nccl_version_from_code, number,
+)
+
+# Launcher tags in front of every line: mpirun --tag-output, srun -l, torchrun, pdsh-like "host: ".
+_TAG = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:|\s*\d+: |\[(?:default|rank)\d+\]:|"
+                  r"[\w.\-]+: (?=#|\s*\d))")
+_VERSION = re.compile(r"nccl-tests version (\S+)(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?")
+_START = re.compile(r"Collective test (starting|concluded): (\S+)")
+_CONFIG = re.compile(r"nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)(?: step: (\d+)\((factor|bytes)\))?"
+                     r"(?: warmup iters: (\d+))?(?: iters: (\d+))?(?: agg iters: (\d+))?(?: validation: (\d+))?"
+                     r"(?: graph: (\d+))?(?: unalign: (\d+))?")
+_DEVICE = re.compile(r"^#\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
+                     r"(?:\s+\[([^\]]*)\])?\s*(.*)$")
+_DEVICE_START = re.compile(r"^#\s*Rank\s+\d+")
+_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_]\w*)(.*)$")
+_OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_AVG = re.compile(r"Avg bus bandwidth\s*:\s*([-+\d.eE]+|nan|inf)")
+_DATE, _TIME = re.compile(r"^\d{4}-\d\d-\d\d$"), re.compile(r"^\d\d:\d\d:\d\d$")
+# "%6.0le" of old outputs; a large #wrong printed by "%6g" has a decimal point ("1.04858e+06") or a positive
+# exponent with a non-zero digit ("1e+06").
+_OLD_ERROR = re.compile(r"^(?:0[eE][-+]\d\d|\d[eE]-\d\d)$")
+
+
+class TextParser:
+    def __init__(self) -> None:
+        self.book = EvidenceBook()
+        self.f: dict[str, Any] = {"runs": 0, "headers": 0, "table_headers": 0, "summaries": 0, "device_listings": 0,
+                                  "nccl_lines": 0, "config": {}, "errors": [], "avg": [], "truncation": []}
+        self.rows: list[Row] = []
+        self.devices: list[Device] = []
+        self.run = -1
+        self.columns: tuple[str, ...] = ()
+        self.layout: dict[str, Any] = {"redop": None, "root": None, "wrong": None}
+        self.per_iter = self.timestamps = self.cputime = False
+        self.in_table = False
+        self.last_partial: str | None = None
+
+    def line(self, number_: int, raw: str) -> None:
+        if "NCCL INFO" in raw or "NCCL WARN" in raw or "NCCL TRACE" in raw:
+            self.f["nccl_lines"] += 1
+            return
+        m = _TAG.match(raw)
+        text = raw[m.end():] if m else raw
+        s = text.strip()
+        if not s:
+            return
+        if s.startswith("#"):
+            self._comment(number_, s, text)
+            self.last_partial = None
+            return
+        if s[0].isdigit():
+            self._row(number_, text, s)
+
+    # ------------------------------------------------------------ header and footer lines
+
+    def _new_run(self) -> None:
+        self.run += 1
+        self.f["runs"] += 1
+        self.layout = {"redop": None, "root": None, "wrong": None}
+
+    def _comment(self, n: int, s: str, text: str) -> None:
+        f = self.f
+        if "nccl-tests version" in s:
+            m = _VERSION.search(s)
+            if m:
+                f["tests_version"] = m.group(1)
+                if m.group(3):
+                    f["nccl_version"] = nccl_version_from_code(int(m.group(3)))
+        elif "Collective test" in s:
+            m = _START.search(s)
+            if m:
+                coll = collective_name(m.group(2))
+                if m.group(1) == "starting" or not f.get("collective"):
+                    f["collective"], f["collective_source"] = coll, "header" if m.group(1) == "starting" else "footer"
+                if m.group(1) == "concluded":
+                    self.in_table = False
+        elif s.startswith("# nThread") or s.startswith("#nThread"):
+            f["headers"] += 1
+            self._new_run()
+            m = _CONFIG.search(s)
+            if m:
+                keys = ("nthread", "ngpus", "minbytes", "maxbytes", "step", "step_kind", "warmup_iters", "iters",
+                        "agg_iters", "validation", "graph", "unalign")
+                cfg = {k: (v if k == "step_kind" else int(v)) for k, v in zip(keys, m.groups()) if v is not None}
+                f["config"] = cfg
+            self.book.add("header", n, text)
+        elif s.startswith("# Using devices"):
+            f["device_listings"] += 1
+        elif _DEVICE_START.match(s):
+            m = _DEVICE.match(s)
+            if self.run < 0:
+                self._new_run()
+            if m:
+                self.devices.append(Device(rank=int(m.group(1)), host=m.group(4), pid=int(m.group(3)),
+                                           group=int(m.group(2)) if m.group(2) else None, device=int(m.group(5)),
+                                           bus_id=m.group(6), name=m.group(7).strip(), run=self.run, line=n))
+            else:
+                f["truncation"].append(f"device line {n} cut short")
+        elif "size" in s and "count" in s and "type" in s:
+            f["table_headers"] += 1
+            cols = tuple(s.lstrip("#").split())
+            self.columns = cols
+            self.per_iter = "i_min" in cols
+            self.timestamps = "timestamp" in cols
+            self.cputime = "cputime" in cols
+            self.layout = {"redop": "redop" in cols, "root": "root" in cols,
+                           "wrong": "error" if "error" in cols and "#wrong" not in cols else "count"}
+            if self.run < 0 or self.in_table:
+                if self.run < 0:
+                    self._new_run()
+            self.in_table = True
+        elif s.startswith("# Out of bounds") or "Out of bounds values" in s:
+            m = _OOB.search(s)
+            if m:
+                f["oob"] = int(m.group(1))
+                f["oob_ok"] = (m.group(2) or "OK") == "OK"
+        elif "Avg bus bandwidth" in s:
+            f["summaries"] += 1
+            m = _AVG.search(s)
+            if m and number(m.group(1)) is not None:
+                f["avg"].append(float(m.group(1)))
+                f.setdefault("avg_runs", {})[self.run] = float(m.group(1))
+            self.book.add("summary", n, text)
+            self.in_table = False
+        elif s.startswith("# error:"):
+            if len(f["errors"]) < 16:
+                f["errors"].append(s[len("# error:"):].strip())
+        elif s.startswith("# Per-Iteration Report"):
+            self.per_iter = True
+
+    # ------------------------------------------------------------ result rows
+
+    def _row(self, n: int, text: str, s: str) -> None:
+        m = _ROW.match(s)
+        if m is None:
+            self.last_partial = s
+            return
+        if not self.in_table and self.f["table_headers"] == 0:
+            self.f["header_missing"] = True
+        if self.run < 0:
+            self._new_run()
+        toks = m.group(4).split()
+        ts = None
+        if len(toks) >= 2 and _DATE.match(toks[-2]) and _TIME.match(toks[-1]):
+            ts, toks = f"{toks[-2]} {toks[-1]}", toks[:-2]
+            self.timestamps = True
+        redop = root = None
+        has_redop = self.layout["redop"]
+        if has_redop is None:
+            has_redop = bool(toks) and number(toks[0]) is None and toks[0] != "N/A"
+        if has_redop and toks:
+            redop = toks.pop(0)
+        width = 8 if self.per_iter else 4
+        has_root = self.layout["root"]
+        if has_root is None:
+            k = len(toks)
+            if k and k % width == 1:
+                has_root = True
+            elif k and k % width == 0:
+                has_root = bool(redop) and toks[0] == "-1"
+            else:
+                has_root = bool(toks) and toks[0] == "-1"
+            if k in (2 * width, 2 * width + 1):
+                self.layout["root"] = has_root       # a complete row settles the table's layout
+                self.layout["redop"] = bool(redop)
+        if has_root and toks:
+            root_tok = toks.pop(0)
+            root = int(root_tok) if root_tok.lstrip("-").isdigit() else None
+        if self.layout.get("wrong") is None and len(toks) >= 4 and _OLD_ERROR.match(toks[3]):
+            self.layout["wrong"] = "error"          # old outputs print the max error ("5e-07", "0e+00")
+        groups = [_group(toks[i:i + width], width) for i in (0, width)]
+        complete = len(toks) >= 2 * width
+        if not complete:
+            self.f["truncation"].append(f"row at line {n} cut short")
+        if groups[0] is not None and len(self.rows) < MAX_ROWS:     # a row cut before any value is dropped
+            self.rows.append(Row(int(m.group(1)), int(m.group(2)), m.group(3), redop, root, groups[0], groups[1],
+                                 ts, self.run, n, complete))
+        if self.book.wants("rows"):
+            self.book.add("rows", n, text)
+        self.last_partial = None if complete else s
+
+    def result(self, source: str) -> NcclTestsFacts:
+        if self.last_partial is not None:
+            self.f["truncation"].append("the output ends inside a result row")
+        if self.rows and not self.f["summaries"]:
+            self.f["truncation"].append("no summary after the last result row")
+        return derive(self.f, self.rows, self.devices, self.columns, self.per_iter, self.timestamps, self.cputime,
+                      self.book, source, "text", {"error": "max_error", "count": "count"}.get(self.layout.get("wrong")))
+
+
+def collective_name(program: str) -> str:
+    """"./build/all_reduce_perf" -> "all_reduce" (also *_perf_mpi)."""
+    name = program.rsplit("/", 1)[-1]
+    for suffix in ("_perf_mpi", "_perf"):
+        if name.endswith(suffix):
+            return name[:-len(suffix)]
+    return name
+
+
+def _group(toks: list[str], width: int) -> GroupResult | None:
+    if not toks:
+        return None
+    vals = [number(t) for t in toks]
+    get = (lambda i: vals[i] if i < len(vals) else None)
+    per_iter = None
+    if width == 8 and len(toks) > 4:
+        per_iter = {"i_min": get(4), "i_max": get(5), "i_p99": get(6), "i_cv%": get(7)}
+    return GroupResult(get(0), get(1), get(2), get(3), per_iter)
+
+
+def derive(f: dict, rows: list[Row], devices: list[Device], columns: tuple, per_iter: bool, timestamps: bool,
+           cputime: bool, book: EvidenceBook, source: str, fmt: str, wrong_hint: str | None) -> NcclTestsFacts:
+    """The facts every reader shares: peak, #wrong totals, ranks and hosts, bus factor."""
+    peak = (None, None, None, None)
+    wrong_vals: list[float] = []
+    na = False
+    ratios = []
+    for r in rows:
+        for name, g in (("oop", r.oop), ("ip", r.ip)):
+            if g is None:
+                continue
+            if g.busbw is not None and (peak[0] is None or g.busbw > peak[0]):
+                peak = (g.busbw, r.size, name, g.algbw)
+            if g.wrong is not None:
+                wrong_vals.append(g.wrong)
+            elif g.busbw is not None:
+                na = True
+            if g.algbw and g.busbw and g.algbw >= 1.0:
+                ratios.append(g.busbw / g.algbw)
+    kind = wrong_hint
+    if kind is None and wrong_vals:
+        raw_tokens_float = any(v != int(v) for v in wrong_vals)
+        kind = "max_error" if raw_tokens_float else "count"
+    if kind is None and f.get("_wrong_json"):
+        kind = "count"
+    total = sum(wrong_vals) if kind == "count" and wrong_vals else (0.0 if kind == "count" and not na else None)
+    wrong_rows = sum(1 for r in rows if any(g is not None and g.wrong for g in (r.oop, r.ip)))
+    ranks = [d.rank for d in devices]
+    dup = sorted({x for x in ranks if ranks.count(x) > 1}) if len(ranks) < 4096 else []
+    hosts = tuple(dict.fromkeys(d.host for d in devices))
+    cfg = f.get("config", {})
+    factor = round(statistics.median(ratios), 4) if ratios else None
+    return NcclTestsFacts(
+        source=source, format=fmt, collective=f.get("collective"), collective_source=f.get("collective_source"),
+        tests_version=f.get("tests_version"), nccl_version=f.get("nccl_version"), config=dict(cfg),
+        nthread=cfg.get("nthread"), ngpus=cfg.get("ngpus"), devices=tuple(devices), hosts=hosts,
+        nranks=len(set(ranks)) or None, rows=tuple(rows), peak_busbw_gbps=peak[0], peak_size=peak[1],
+        peak_group=peak[2], peak_algbw_gbps=peak[3], wrong_kind=kind, wrong_total=total if kind == "count" else None,
+        wrong_rows=wrong_rows if kind == "count" else 0,
+        max_error=max(wrong_vals) if kind == "max_error" and wrong_vals else None,
+        validation_off=na and not wrong_vals, avg_busbw_gbps=f["avg"][-1] if f["avg"] else None,
+        avg_busbw_lines=tuple(f["avg"]), out_of_bounds=f.get("oob"), out_of_bounds_ok=f.get("oob_ok"),
+        runs=f["runs"], headers=f["headers"], table_headers=f["table_headers"], summaries=f["summaries"],
+        device_listings=f["device_listings"], duplicate_ranks=tuple(dup), truncated=bool(f["truncation"]),
+        truncation=tuple(dict.fromkeys(f["truncation"]))[:16], header_missing=bool(f.get("header_missing")),
+        columns=columns, per_iter_timing=per_iter, timestamps=timestamps, cputime=cputime,
+        errors=tuple(f["errors"]), bus_factor=factor, n_implied=_n_implied(factor),
+        nccl_lines=f["nccl_lines"], env=dict(f.get("env", {})), run_summaries=_run_summaries(f, rows, devices),
+        evidence=book.freeze())
+
+
+def _run_summaries(f: dict, rows: list[Row], devices: list[Device]) -> tuple[dict[str, Any], ...]:
+    """Per run (header): its ranks, hosts, pids, rows, peak and average; separate jobs show here."""
+    out = []
+    for run in range(max(f["runs"], 1) if (rows or devices) else f["runs"]):
+        devs = [d for d in devices if d.run == run]
+        rs = [r for r in rows if r.run == run]
+        peaks = [r.busbw for r in rs if r.busbw is not None]
+        out.append({"run": run, "ranks": len({d.rank for d in devs}), "hosts": sorted({d.host for d in devs}),
+                    "pids": len({d.pid for d in devs}), "rows": len(rs), "peak_busbw_gbps": max(peaks, default=None),
+                    "avg_busbw_gbps": f.get("avg_runs", {}).get(run)})
+    return tuple(out)
+
+
+def _n_implied(factor: float | None) -> dict[str, int]:
+    """Rank counts the bus factor implies: 2(n-1)/n for all_reduce, (n-1)/n for the gather family."""
+    if factor is None or abs(factor - 1.0) < 0.01:
+        return {}
+    n = 2 / (2 - factor) if factor > 1 else 1 / (1 - factor)
+    if n > 65536 or abs(n - round(n)) > 0.15 * max(1.0, n / 16):
+        return {}
+    family = "all_reduce" if factor > 1 else "all_gather/reduce_scatter/alltoall"
+    return {family: int(round(n))}

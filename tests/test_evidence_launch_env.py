@@ -1,0 +1,138 @@
+"""Environment from launch material: shell, sbatch, mpirun/srun/docker lines, YAML/JSON, Kubernetes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from ncdoc.errors import InputError
+from ncdoc.evidence.launch_env import parse_launch_env, parse_launch_env_file
+from ncdoc.snapshot import EnvValue
+
+CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+
+
+def _expect() -> dict:
+    path = CORPUS / "EXPECT.json"
+    return json.loads(path.read_text()) if path.is_file() else {}
+
+
+@pytest.mark.skipif(not _expect(), reason="../shared/corpus not present")
+@pytest.mark.parametrize("case", sorted(c for c, e in _expect().items() if e.get("kind") == "env"))
+def test_corpus_expected_env(case):
+    env = parse_launch_env_file(CORPUS / case / "artifact.txt").to_facts()["env"]
+    for name, value in _expect()[case].get("facts", {}).get("env", {}).items():
+        assert env.get(name) == value, f"{case}: {name} = {env.get(name)!r}"
+
+
+@pytest.mark.skipif(not _expect(), reason="../shared/corpus not present")
+def test_corpus_env_lines_and_kinds():
+    e = parse_launch_env_file(CORPUS / "nccl-1510-env-gid-index-4-rocev1" / "artifact.txt")
+    first = e.entries[0]
+    assert first.value == EnvValue("NCCL_IB_GID_INDEX", "4", str(CORPUS / "nccl-1510-env-gid-index-4-rocev1" /
+                                                                  "artifact.txt"), 1)
+    assert first.how == "export"
+    assert e.get("NCCL_SOCKET_IFNAME") == "net1" and e.get("MASTER_ADDR") == "10.12.0.21"
+    assert "FORCE_TORCHRUN" not in e.as_dict()                    # not a variable NCCL cares about
+    e = parse_launch_env_file(CORPUS / "nccl-1537-env-roce-gdr-sys" / "artifact.txt")
+    assert e.get("NCCL_NET_GDR_LEVEL") == "SYS" and e.get("NCCL_DEBUG_FILE") == "/tmp/debug/nccldebug-%h-%p"
+    assert e.get("NCCL_SOCKET_IFNAME") == "bond,primaryip"
+
+
+SCRIPT = r"""#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --export=ALL,NCCL_IB_HCA=mlx5_0,mlx5_1,NCCL_DEBUG=WARN
+export NCCL_SOCKET_IFNAME="eth0"
+export NCCL_IB_GID_INDEX='3' NCCL_NET_GDR_LEVEL=PHB   # RoCE v2
+declare -x NCCL_IB_TIMEOUT="20"
+NCCL_ALGO=Ring torchrun --nproc_per_node 8 train.py
+mpirun -np 16 -x NCCL_SOCKET_IFNAME -x NCCL_IB_TIMEOUT=22 \
+   -x LD_LIBRARY_PATH -x NCCL_DEBUG=INFO ./build/all_reduce_perf -b 8 -e 8G
+srun --export=ALL,NCCL_IB_HCA=mlx5_2 python x.py; echo done
+docker run -e NCCL_P2P_DISABLE=1 --env NCCL_SHM_DISABLE=1 --env=NCCL_NET=Socket -e HOME img
+mpiexec -genv NCCL_CROSS_NIC 0 -n 4 ./app
+unset NCCL_ALGO
+setenv NCCL_BUFFSIZE 8388608
+"""
+
+
+def test_every_shell_and_launcher_form():
+    e = parse_launch_env(SCRIPT, "job.sbatch")
+    how = {(x.value.name, x.value.value): (x.how, x.value.line) for x in e.entries}
+    assert how[("NCCL_IB_HCA", "mlx5_0,mlx5_1")] == ("sbatch --export", 3)
+    assert how[("NCCL_IB_GID_INDEX", "3")] == ("export", 5) and how[("NCCL_NET_GDR_LEVEL", "PHB")] == ("export", 5)
+    assert how[("NCCL_IB_TIMEOUT", "20")] == ("export", 6)
+    assert how[("NCCL_ALGO", "Ring")] == ("command prefix", 7)
+    assert how[("NCCL_IB_TIMEOUT", "22")] == ("mpirun -x", 8)
+    assert how[("NCCL_DEBUG", "INFO")] == ("mpirun -x", 9)
+    assert how[("NCCL_IB_HCA", "mlx5_2")] == ("srun --export", 10)
+    assert how[("NCCL_P2P_DISABLE", "1")] == ("docker -e", 11) and how[("NCCL_NET", "Socket")] == ("docker -e", 11)
+    assert how[("NCCL_CROSS_NIC", "0")] == ("mpirun -genv", 12)
+    assert how[("NCCL_BUFFSIZE", "8388608")] == ("setenv", 14)
+    env = e.as_dict()
+    assert env["NCCL_IB_HCA"] == "mlx5_2" and env["NCCL_IB_TIMEOUT"] == "22" and env["NCCL_DEBUG"] == "INFO"
+    assert "NCCL_ALGO" not in env                                   # unset at line 13
+    assert env["NCCL_SOCKET_IFNAME"] == "eth0"                      # -x NAME passes the earlier value on
+    assert [(x.how, x.value.line) for x in e.entries if x.value.name == "NCCL_SOCKET_IFNAME"] == [
+        ("export", 4), ("mpirun -x", 8)]
+    assert [(p.name, p.how) for p in e.inherited] == [("LD_LIBRARY_PATH", "mpirun -x")]
+    shadowed = {(v.name, v.value) for v in e.shadowed}
+    assert {("NCCL_IB_HCA", "mlx5_0,mlx5_1"), ("NCCL_DEBUG", "WARN"), ("NCCL_IB_TIMEOUT", "20"),
+            ("NCCL_ALGO", "Ring")} <= shadowed
+    facts = e.to_facts()
+    assert facts["env"] == env and facts["env_inherited"][0]["name"] == "LD_LIBRARY_PATH"
+    nccl_env = e.to_nccl_env()
+    assert nccl_env.get("NCCL_IB_HCA") == "mlx5_2" and nccl_env.status.state == "ok"
+
+
+def test_kubernetes_yaml_compose_and_json():
+    yaml_text = """apiVersion: v1
+kind: Pod
+spec:
+  containers:
+    - name: trainer
+      env:
+        - name: NCCL_IB_HCA
+          value: "mlx5_5"
+        - name: NCCL_SOCKET_IFNAME
+          value: net1
+        - name: NCCL_TOPO_FILE
+          valueFrom:
+            configMapKeyRef: {name: topo, key: file}
+"""
+    e = parse_launch_env(yaml_text, "pod.yaml")
+    assert e.as_dict() == {"NCCL_IB_HCA": "mlx5_5", "NCCL_SOCKET_IFNAME": "net1"}
+    assert e.entries[0].how == "kubernetes env" and e.entries[0].value.line == 8
+    assert [p.name for p in e.inherited] == ["NCCL_TOPO_FILE"]
+    compose = "services:\n  t:\n    environment:\n      - NCCL_DEBUG=INFO\n      NCCL_IB_DISABLE: '1'\n"
+    assert parse_launch_env(compose).as_dict() == {"NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": "1"}
+    flow = "env: {NCCL_ALGO: Ring, NCCL_PROTO: \"Simple\"}\n"
+    assert parse_launch_env(flow).as_dict() == {"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"}
+    js = json.dumps({"env": {"NCCL_IB_QPS_PER_CONNECTION": 4, "OTHER": "x"},
+                     "list": ["NCCL_NET_PLUGIN=aws-ofi", "HOME=/root"],
+                     "k8s": [{"name": "FI_PROVIDER", "value": "efa"}]}, indent=1)
+    e = parse_launch_env(js, "cfg.json")
+    assert e.as_dict() == {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_NET_PLUGIN": "aws-ofi", "FI_PROVIDER": "efa"}
+    assert all(x.value.line for x in e.entries)
+
+
+def test_env_dump_and_quoting():
+    dump = "HOME=/root\nNCCL_DEBUG=INFO\nNCCL_SOCKET_IFNAME=^docker,lo\nCUDA_VISIBLE_DEVICES=0,1,2,3\r\n"
+    e = parse_launch_env(dump)
+    assert e.as_dict() == {"NCCL_DEBUG": "INFO", "NCCL_SOCKET_IFNAME": "^docker,lo",
+                           "CUDA_VISIBLE_DEVICES": "0,1,2,3"}
+    e = parse_launch_env("export NCCL_X='a b' NCCL_Y=\"c\\\"d\" NCCL_Z=e\\ f\n")
+    assert e.as_dict() == {"NCCL_X": "a b", "NCCL_Y": 'c"d', "NCCL_Z": "e f"}
+    e = parse_launch_env("export NCCL_BROKEN='unterminated\n")          # does not raise
+    assert isinstance(e.as_dict(), dict)
+
+
+def test_file_entry_point_errors(tmp_path):
+    (tmp_path / "empty").write_text("  \n")
+    with pytest.raises(InputError, match="empty"):
+        parse_launch_env_file(tmp_path / "empty")
+    (tmp_path / "bin").write_bytes(bytes(range(256)))
+    with pytest.raises(InputError, match="binary"):
+        parse_launch_env_file(tmp_path / "bin")
