@@ -98,7 +98,7 @@ def test_text_through_the_project_parser_when_present():
     if parse is None:
         pytest.skip("ncdoc.evidence.nccl_tests has no parse_nccl_tests")
     text = nccl_tests_text(preset("h100-ib-2node"), {}, "all_reduce", SIZES)
-    parsed = parse(text)
+    parsed = parse(text.splitlines())
     rows = getattr(parsed, "rows", parsed)
     assert len(rows) == len(SIZES)
     expected = simulate(preset("h100-ib-2node"), {}, "all_reduce", SIZES)
