@@ -417,38 +417,82 @@ def _split_top(text: str, sep: str) -> list[str]:
 
 
 def _from_jsonable(tp, data):
+    return _converter(tp)(data)
+
+
+_CONVERTERS: dict = {}
+
+
+def _converter(tp):
+    """A function turning JSON data into the model type `tp`, built once per type: loading
+    a big node's snapshot should not re-dispatch on the type for each of thousands of values."""
+    conv = _CONVERTERS.get(tp)
+    if conv is None:
+        conv = _CONVERTERS[tp] = _build_converter(tp)
+    return conv
+
+
+def _build_converter(tp):
     kind, arg = tp
     if kind == "optional":
-        return None if data is None else _from_jsonable(arg, data)
+        inner = _converter(arg)
+        return lambda data: None if data is None else inner(data)
     if kind == "record":
-        if not isinstance(data, dict):
-            raise TypeError(f"{arg.__name__}: expected an object, got {type(data).__name__}")
-        flds = {f.name: f for f in _record.fields(arg)}
-        unknown = set(data) - set(flds)
-        if unknown:
-            raise KeyError(f"{arg.__name__}: unknown field(s) {sorted(unknown)}")
-        return arg(**{k: _from_jsonable(_parse_type(flds[k].type), v) for k, v in data.items()})
+        cls = arg
+        fields = {f.name: f for f in _record.fields(cls)}
+        convs: dict = {}
+
+        def record(data):
+            if type(data) is not dict:
+                raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
+            kw = {}
+            for k, v in data.items():
+                c = convs.get(k)
+                if c is None:
+                    if k not in fields:
+                        raise KeyError(f"{cls.__name__}: unknown field(s) {sorted(set(data) - set(fields))}")
+                    c = convs[k] = _converter(_parse_type(fields[k].type))
+                kw[k] = c(v)
+            return cls(**kw)
+        return record
     if kind == "tuple":
-        if not isinstance(data, list):
-            raise TypeError(f"expected a list, got {type(data).__name__}")
-        return tuple(_from_jsonable(arg, x) for x in data)
+        item = _converter(arg)
+
+        def tuple_of(data):
+            if type(data) is not list:
+                raise TypeError(f"expected a list, got {type(data).__name__}")
+            return tuple(map(item, data))
+        return tuple_of
     if kind == "dict":
-        if not isinstance(data, dict):
-            raise TypeError(f"expected an object, got {type(data).__name__}")
-        return {str(k): _from_jsonable(arg, v) for k, v in data.items()}
-    # scalars
-    if arg == "float":
-        if isinstance(data, bool) or not isinstance(data, (int, float)):
-            raise TypeError(f"expected a number, got {data!r}")
+        value = _converter(arg)
+
+        def dict_of(data):
+            if type(data) is not dict:
+                raise TypeError(f"expected an object, got {type(data).__name__}")
+            return {str(k): value(v) for k, v in data.items()}
+        return dict_of
+    return _SCALARS[arg]
+
+
+def _scalar(name, ok):
+    def check(data):
+        if ok(data):
+            return data
+        raise TypeError(f"expected {name}, got {data!r}")
+    return check
+
+
+def _to_float(data):
+    if type(data) is float:
+        return data
+    if type(data) is int:
         return float(data)
-    if arg == "int":
-        if isinstance(data, bool) or not isinstance(data, int):
-            raise TypeError(f"expected an integer, got {data!r}")
-        return data
-    if arg == "str":
-        if not isinstance(data, str):
-            raise TypeError(f"expected a string, got {data!r}")
-        return data
-    if not isinstance(data, bool):
-        raise TypeError(f"expected true/false, got {data!r}")
-    return data
+    raise TypeError(f"expected a number, got {data!r}")
+
+
+_SCALARS = {
+    "str": _scalar("a string", lambda d: type(d) is str),
+    "int": _scalar("an integer", lambda d: type(d) is int),
+    "bool": _scalar("true/false", lambda d: type(d) is bool),
+    "float": _to_float,
+}
