@@ -1,0 +1,163 @@
+"""`ncdoc tune`: search NCCL settings with an Optuna study, trials dispatched on Ray."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from ncdoc.errors import UsageError
+
+NAME = "tune"
+HELP = "search NCCL env settings for a workload (Optuna study, trials on Ray) and write nccl.env"
+DESCRIPTION = """\
+Measure the current environment (the baseline), then search NCCL variables for the chosen
+workload with an Optuna study (TPE by default), each trial a fresh process on Ray. The best
+candidates are measured again against the baseline, interleaved (A B A B ...); a change is
+recommended only when its gain clears the measured noise, and then reduced to the variables
+that matter (each one reverted in turn and re-measured).
+
+Writes to --out (default ./ncdoc-tune): nccl.env (shell export lines), other formats on
+request, nccl_tuner.conf (for NCCL's example tuner plugin), EXPLAIN.md, summary.json and
+the study itself (study.db; open it with optuna-dashboard). Ctrl-C keeps the study:
+run the same command with --resume to continue it.
+
+backends:
+  sim         the simulator (default where no GPU is present): --preset, or --snapshot /
+              --example with --nodes and fabric flags
+  nccl-tests  runs all_reduce_perf etc. (--nccl-tests-dir); several nodes via mpirun (--hosts)
+              or a Ray cluster with node groups (--ray-address)
+  torch       a torch.distributed benchmark in Ray actors, one per GPU
+
+examples:
+  ncdoc tune --preset h100-roce-2node --trials 40
+  ncdoc tune --example dgx-h100 --nodes 4 --fabric roce --profile moe-alltoall
+  ncdoc tune --backend nccl-tests --nccl-tests-dir ~/nccl-tests/build --gpus-per-node 8
+  ncdoc tune --preset h100-ib-2node --storage /shared/ncdoc.journal --resume
+"""
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(x.strip() for x in text.split(",") if x.strip())
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return v
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from ncdoc.tuner.space import COLLECTIVES, FABRICS
+
+    parser.add_argument("--backend", choices=("sim", "nccl-tests", "torch"),
+                        help="what runs a trial (default: sim where no GPU is present, else nccl-tests)")
+    src = parser.add_mutually_exclusive_group()
+    src.add_argument("--snapshot", metavar="FILE", help="the node's snapshot (ncdoc snapshot -o FILE)")
+    src.add_argument("--example", metavar="NAME", help="a bundled example machine as the node")
+    src.add_argument("--preset", metavar="NAME", help="a simulator cluster preset (e.g. h100-roce-2node)")
+    parser.add_argument("--nodes", type=_positive_int, help="nodes per trial (default: the preset's, else 2)")
+    fab = parser.add_argument_group("simulated fabric (sim backend)")
+    fab.add_argument("--fabric", choices=FABRICS, help="network between nodes")
+    fab.add_argument("--nic-gbps", type=float, metavar="GBPS", help="rate of each NIC, Gb/s")
+    fab.add_argument("--nics-per-node", type=_positive_int, metavar="N")
+    fab.add_argument("--ecmp-paths", type=int, metavar="N", help="spine paths flows hash onto (0: adaptive routing)")
+    fab.add_argument("--congestion", type=float, metavar="X", help="background congestion, 0..1")
+    fab.add_argument("--noise", type=float, metavar="SIGMA", help="measurement noise (log-normal sigma)")
+    fab.add_argument("--sim-failures", choices=("report", "emulate"), default="report",
+                     help="emulate: a simulated hang really hangs and a crash kills the worker (rehearses timeouts)")
+    st = parser.add_argument_group("study")
+    st.add_argument("--trials", type=_positive_int, default=50, help="measured trials (default 50)")
+    st.add_argument("--repeats", type=_positive_int, default=3, help="runs per trial, median counts (default 3)")
+    st.add_argument("--profile", metavar="NAME",
+                    help="workload profile: dp-allreduce (default), moe-alltoall, latency, fsdp")
+    st.add_argument("--collectives", type=_csv, metavar="LIST",
+                    help=f"measure these collectives ({', '.join(COLLECTIVES)})")
+    st.add_argument("--space", metavar="FILE", help="your own search space (YAML; see tuners/spaces/ib.yaml)")
+    st.add_argument("--sampler", default="tpe", choices=("tpe", "random", "grid", "cmaes", "qmc"))
+    st.add_argument("--storage", metavar="URL",
+                    help="Optuna storage: sqlite:///f.db, postgresql://..., or a journal file (*.log, *.journal) "
+                         "on shared disk (default: OUT/study.db)")
+    st.add_argument("--study-name", default="ncdoc-tune")
+    st.add_argument("--resume", action="store_true", help="continue the study of the same name")
+    st.add_argument("--seed", type=int, default=0)
+    st.add_argument("--top-k", type=int, default=3, help="candidates re-measured against the baseline (default 3)")
+    st.add_argument("--confirm-pairs", type=int, default=8,
+                    help="interleaved rounds when re-measuring against the baseline (default 8)")
+    st.add_argument("--min-gain", type=float, default=1.0, metavar="PCT",
+                    help="smallest gain worth recommending, percent (default 1)")
+    run = parser.add_argument_group("dispatch")
+    run.add_argument("--ray-address", metavar="ADDR", help="join this Ray cluster (default: start a local one)")
+    run.add_argument("--groups", type=_positive_int, metavar="N",
+                     help="node groups, i.e. trials at once (local default: 2 for sim, else 1)")
+    run.add_argument("--timeout", type=float, metavar="SEC",
+                     help="per measurement; a trial past it is killed and recorded as failed (default 60 sim, 600)")
+    run.add_argument("--nccl-tests-dir", metavar="DIR", help="folder with all_reduce_perf etc.")
+    run.add_argument("--gpus-per-node", type=_positive_int, metavar="N")
+    run.add_argument("--hosts", type=_csv, metavar="LIST", help="hosts for mpirun (nccl-tests across nodes)")
+    run.add_argument("--mpirun", default="mpirun", metavar="CMD")
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", default="ncdoc-tune", metavar="DIR", help="output folder (default ./ncdoc-tune)")
+    out.add_argument("--format", dest="formats", action="append", type=_csv, metavar="FMT",
+                     help="also write the env as: sh, dotenv, nccl.conf, slurm, k8s, json (repeatable)")
+    out.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
+
+def options_from_args(args: argparse.Namespace):
+    from ncdoc.tuner.run import TuneOptions
+
+    fabric = {"fabric": args.fabric, "nic_rate_gbps": args.nic_gbps, "nics_per_node": args.nics_per_node,
+              "ecmp_paths": args.ecmp_paths, "congestion": args.congestion, "noise_sigma": args.noise}
+    formats = tuple(f for group in (args.formats or ()) for f in group)
+    if args.min_gain < 0:
+        raise UsageError("--min-gain must not be negative")
+    return TuneOptions(
+        backend=args.backend, preset=args.preset, snapshot=args.snapshot, example=args.example, nodes=args.nodes,
+        fabric={k: v for k, v in fabric.items() if v is not None}, trials=args.trials, repeats=args.repeats,
+        profile=args.profile, collectives=args.collectives or (), space=args.space, sampler=args.sampler,
+        storage=args.storage, study_name=args.study_name, resume=args.resume, ray_address=args.ray_address,
+        groups=args.groups, timeout_s=args.timeout, out=args.out, seed=args.seed, formats=formats or ("sh",),
+        top_k=args.top_k, confirm_pairs=args.confirm_pairs, min_gain=args.min_gain / 100.0,
+        nccl_tests_dir=args.nccl_tests_dir, gpus_per_node=args.gpus_per_node, hosts=args.hosts or (),
+        mpirun=args.mpirun, sim_failures=args.sim_failures)
+
+
+def _text(result) -> str:
+    r = result
+    lines = [f"ncdoc tune: {r.trials_complete} trials measured ({r.trials_failed} failed), backend "
+             f"{r.backend.get('backend')}" + (f" ({r.backend['cluster']})" if r.backend.get("cluster") else "")
+             + f", profile {r.profile.name}"]
+    if r.final is not None:
+        f = r.final
+        lines.append(f"recommended: {f.pct(f.gain):+.1f} % busbw against the current environment "
+                     f"(lower confidence bound {f.pct(f.lcb):+.1f} %, {f.n} interleaved rounds):")
+        lines += [f"  {k}={v}" for k, v in r.env.items() if r.baseline_env.get(k) != v]
+        lines += [f"  unset {k}" for k in r.unset]
+    else:
+        lines.append("no change recommended: nothing beat the current environment by more than the measured noise")
+    lines.append("files:")
+    lines += [f"  {path}" for path in r.files.values()]
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from ncdoc.tuner.progress import Progress
+    from ncdoc.tuner.run import run_tune
+
+    opts = options_from_args(args)
+    progress = Progress(sys.stderr)
+    try:
+        result = run_tune(opts, progress=progress)
+    except KeyboardInterrupt:
+        progress.finish()
+        progress.note(f"interrupted; the study is saved: run the same command with --resume to continue it")
+        raise
+    if args.json:
+        print(json.dumps(result.to_json(), indent=2))
+    else:
+        print(_text(result))
+    return 0

@@ -1,0 +1,155 @@
+"""Environment files: one set of NCCL variables rendered for the place it will be used.
+
+Formats: `sh` (export lines, every value shell-quoted, what `nccl.env` holds), `dotenv`,
+`nccl.conf` (NCCL's own config file), `slurm` (a batch-script block), `k8s` (a container
+`env:` list) and `json`. Each format either represents a value exactly or refuses it with
+the variable's name: a value that would arrive changed is worse than no file.
+
+Files are written atomically (temp file in the same folder, then os.replace), so a reader
+never sees half a file, even when the writer is killed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import tempfile
+from pathlib import Path
+from typing import Mapping
+
+from ncdoc.errors import InputError
+
+FORMATS = ("sh", "dotenv", "nccl.conf", "slurm", "k8s", "json")
+# Where each format goes when written next to nccl.env (sh is nccl.env itself).
+FILE_NAMES = {"sh": "nccl.env", "dotenv": "nccl.dotenv", "nccl.conf": "nccl.conf",
+              "slurm": "nccl.slurm.sh", "k8s": "nccl.k8s.yaml", "json": "nccl.env.json"}
+
+JSON_SCHEMA_VERSION = 1
+
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+# NCCL's config-file reader (src/misc/param.cc) splits at the first '=', strips only the line end,
+# and truncates names and values at 1023 characters; it never removes quotes or blanks.
+_NCCL_CONF_MAX = 1023
+# Characters a reader of nccl.conf would take for quoting or shell syntax. NCCL keeps them
+# literally, so a value holding them cannot be written there unambiguously.
+_NCCL_CONF_BAD = re.compile(r"[\s'\"\\`$]")
+_DOTENV_BARE = re.compile(r"[A-Za-z0-9_./:,=^@%+\-]*\Z")
+
+
+def _check(values: Mapping[str, str]) -> None:
+    for name, value in values.items():
+        if not isinstance(name, str) or not _NAME.match(name):
+            raise InputError(f"{name!r} is not a valid environment variable name")
+        if not isinstance(value, str):
+            raise InputError(f"{name}: value must be a string, got {type(value).__name__}")
+        if "\n" in value or "\r" in value:
+            raise InputError(f"{name}: value contains a line break, which no env file format "
+                             "can carry safely; remove it")
+        if "\0" in value:
+            raise InputError(f"{name}: value contains a NUL byte, which an environment cannot hold")
+
+
+def _comment_lines(text: str | None) -> list[str]:
+    if not text:
+        return []
+    return ["# " + line if line else "#" for line in text.splitlines()]
+
+
+def _sh(values: Mapping[str, str], comments: Mapping[str, str]) -> list[str]:
+    out: list[str] = []
+    for name, value in values.items():
+        out += _comment_lines(comments.get(name))
+        out.append(f"export {name}={shlex.quote(value)}")
+    return out
+
+
+def _dotenv(values: Mapping[str, str], comments: Mapping[str, str]) -> list[str]:
+    out: list[str] = []
+    for name, value in values.items():
+        if _DOTENV_BARE.match(value):
+            rendered = value
+        elif "'" not in value:
+            # Single quotes are literal in docker compose and python-dotenv alike.
+            rendered = f"'{value}'"
+        else:
+            raise InputError(f"{name}: value {value!r} holds a single quote, which dotenv readers "
+                             "disagree on; use --format sh or json")
+        out += _comment_lines(comments.get(name))
+        out.append(f"{name}={rendered}")
+    return out
+
+
+def _nccl_conf(values: Mapping[str, str], comments: Mapping[str, str]) -> list[str]:
+    out: list[str] = []
+    for name, value in values.items():
+        if _NCCL_CONF_BAD.search(value):
+            raise InputError(f"{name}: value {value!r} needs quoting, but NCCL's config file takes "
+                             "values literally (no quote removal); use --format sh")
+        if len(name) > _NCCL_CONF_MAX or len(value) > _NCCL_CONF_MAX:
+            raise InputError(f"{name}: NCCL truncates config-file names and values at "
+                             f"{_NCCL_CONF_MAX} characters")
+        # Comments only where NCCL reads them as such: lines starting with '#' (2.26+); older
+        # releases skip them anyway because they hold no '='... unless the comment has one.
+        out += [c.replace("=", " is ") for c in _comment_lines(comments.get(name))]
+        out.append(f"{name}={value}")
+    return out
+
+
+def _slurm(values: Mapping[str, str], comments: Mapping[str, str]) -> list[str]:
+    head = ["# NCCL settings for a Slurm batch script: put these lines before the first srun.",
+            "# srun passes the environment to every task by default (--export=ALL); if the job",
+            "# was submitted with --export=NONE, add --export=ALL to srun."]
+    return head + _sh(values, comments)
+
+
+def _k8s(values: Mapping[str, str], comments: Mapping[str, str]) -> list[str]:
+    out = ["# container spec fragment: paste under spec.containers[].", "env:"]
+    for name, value in values.items():
+        out += ["  " + c for c in _comment_lines(comments.get(name))]
+        # A JSON string is a valid YAML double-quoted scalar: every character survives.
+        out += [f"  - name: {name}", f"    value: {json.dumps(value)}"]
+    return out
+
+
+def render_env(values: Mapping[str, str], fmt: str, comments: Mapping[str, str] | None = None) -> str:
+    """Render `values` (name -> value, in order) as an env file of format `fmt`.
+
+    `comments` (name -> text) are written above each variable where the format has comments.
+    Raises InputError for a value the format cannot carry unchanged (line breaks and NUL in
+    every format; quoting-dependent values in nccl.conf; ...).
+    """
+    if fmt not in FORMATS:
+        raise InputError(f"unknown env file format {fmt!r} (expected one of {', '.join(FORMATS)})")
+    _check(values)
+    notes = dict(comments or {})
+    if fmt == "json":
+        body = {"schema_version": JSON_SCHEMA_VERSION, "env": dict(values)}
+        if notes:
+            body["comments"] = {k: notes[k] for k in values if k in notes}
+        return json.dumps(body, indent=2) + "\n"
+    lines = {"sh": _sh, "dotenv": _dotenv, "nccl.conf": _nccl_conf, "slurm": _slurm, "k8s": _k8s}[fmt](
+        values, notes)
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: str | Path, text: str) -> Path:
+    """Write `text` to `path` so that readers see the old file or the whole new one, never a part."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    return target

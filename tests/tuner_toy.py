@@ -1,0 +1,89 @@
+"""A tiny deterministic benchmark for testing the study machinery (not a shipped backend).
+
+busbw = 100 GB/s x (1.30 if 4 QPs, 1.15 if 2 QPs) x (1.10 if an 8 MiB buffer), NCCL_CROSS_NIC
+changes nothing, NCCL_PROTO=LL "fails" the way NCCL refuses a setting, and every run carries
++-0.3 % of deterministic noise keyed on the repeat index.
+"""
+
+import hashlib
+import time
+
+from ncdoc.tuner.backends import Backend, Measurement, SizeResult, TrialFailed
+from ncdoc.tuner.space import Hardware
+
+SPACE = """\
+schema_version: 1
+name: toy
+fabric: ib
+variables:
+  NCCL_IB_QPS_PER_CONNECTION: {values: [unset, 2, 4], default: 1}
+  NCCL_BUFFSIZE: {values: [unset, 8388608]}
+  NCCL_CROSS_NIC: {values: [unset, 0, 1]}
+  NCCL_PROTO: {values: [unset, LL]}
+"""
+
+
+def toy_busbw(env, size, repeat_index):
+    bw = 100.0
+    bw *= {"4": 1.30, "2": 1.15}.get(env.get("NCCL_IB_QPS_PER_CONNECTION", ""), 1.0)
+    bw *= 1.10 if env.get("NCCL_BUFFSIZE") == "8388608" else 1.0
+    h = hashlib.sha256(repr((sorted(env.items()), size, repeat_index)).encode()).digest()
+    return bw * (1.0 + 0.003 * (h[0] / 127.5 - 1.0))
+
+
+class ToyBackend(Backend):
+    name = "toy"
+
+    def __init__(self, base_env=None, delay_s=0.0, hang_on=None):
+        self.base_env = dict(base_env or {})
+        self.delay_s = delay_s
+        self.hang_on = hang_on or {}
+        self.calls = 0
+
+    def hardware(self):
+        return Hardware(fabric="ib", nodes=2, gpus_per_node=8, nics_per_node=8, nvswitch=True, nvls=True, sm=90,
+                        nccl_version="2.30.7")
+
+    def baseline_env(self):
+        return dict(self.base_env)
+
+    def describe(self):
+        return {"backend": self.name}
+
+    def measure(self, env, workload, repeat_index, *, timeout_s=None, context=None):
+        self.calls += 1
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        for k, v in self.hang_on.items():
+            if env.get(k) == v:
+                while True:
+                    time.sleep(3600)
+        if env.get("NCCL_PROTO") == "LL":
+            raise TrialFailed("NCCL WARN toy: LL refused", kind="init")
+        rows = tuple((c, tuple(SizeResult(size=s, busbw=toy_busbw(env, s, repeat_index), algo="Ring", proto="Simple",
+                                          nchannels=16) for s in sizes)) for c, sizes in workload)
+        return Measurement(rows)
+
+
+class EnvEchoBackend(Backend):
+    """Reports what the worker process itself sees: its pid and NCCL_TOY_BW from os.environ."""
+
+    name = "env-echo"
+    needs_fresh_process = True
+
+    def __init__(self, delay_s=0.0):
+        self.delay_s = delay_s
+
+    def hardware(self):
+        return Hardware(fabric="ib", nodes=1, gpus_per_node=8)
+
+    def measure(self, env, workload, repeat_index, *, timeout_s=None, context=None):
+        import os
+        t0 = time.time()
+        if self.delay_s:
+            time.sleep(self.delay_s)
+        bw = float(os.environ.get("NCCL_TOY_BW", "1"))
+        rows = tuple((c, tuple(SizeResult(size=s, busbw=bw, algo=str(os.getpid()), proto=f"{t0:.3f}",
+                                          nchannels=int((time.time() - t0) * 1000) + 1) for s in sizes))
+                     for c, sizes in workload)
+        return Measurement(rows)
