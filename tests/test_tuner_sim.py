@@ -152,3 +152,24 @@ def test_sim_cluster_from_example_and_fabric_flags():
     c = sim_cluster(snapshot=snap, nodes=4, ecmp_paths=4)
     assert c.nodes == 4 and c.fabric == "roce" and c.ecmp_paths == 4
     assert sim_cluster(preset="h100-ib-2node", nodes=8).nodes == 8
+
+
+def test_no_recommendation_with_a_nonempty_baseline_still_writes_every_file(tmp_path):
+    # A gain bar nothing can clear: the study must end with "no change", keeping the
+    # baseline env as it is, and still write nccl.env, nccl_tuner.conf and EXPLAIN.md.
+    from ncdoc.tuner.backends.sim import SimBackend
+    from ncdoc.tuner.run import TuneOptions, run_tune
+    from ncdoc.tuner.sim import preset
+
+    base = {"NCCL_IB_HCA": "=mlx5_0:1,mlx5_1:1", "NCCL_SOCKET_IFNAME": "=eth0"}
+    backend = SimBackend(preset("h100-ib-2node"), seed=1, base_env=base)
+    opts = TuneOptions(trials=3, repeats=1, executor="inprocess", out=str(tmp_path), min_gain=0.5,
+                       top_k=1, confirm_pairs=2, seed=1)
+    result = run_tune(opts, backend=backend)
+    assert result.final is None
+    assert result.env == base
+    explain = (tmp_path / "EXPLAIN.md").read_text()
+    assert "No change recommended" in explain
+    env_text = (tmp_path / "nccl.env").read_text()
+    assert "export NCCL_IB_HCA==mlx5_0:1,mlx5_1:1" in env_text or "NCCL_IB_HCA='=mlx5_0:1,mlx5_1:1'" in env_text
+    assert (tmp_path / "nccl_tuner.conf").exists()

@@ -163,7 +163,9 @@ def render_explain(result: Any, *, knowledge: Mapping[str, Mapping[str, str]], l
               f"- Baseline: the environment jobs run with today"
               + (f" ({', '.join(f'{k}={v}' for k, v in r.baseline_env.items())})" if r.baseline_env else
                  " (no NCCL variables set: NCCL's defaults)"), ""]
-    if r.env:
+    # r.env is the baseline when nothing was recommended (final is None): only a
+    # confirmed comparison gets a "recommended" section.
+    if r.env and r.final is not None:
         gain = r.final
         lines += ["## Recommended environment", "",
                   f"Measured against the baseline, interleaved, {gain.n} rounds: {_pct(gain.gain)} "
