@@ -15,6 +15,9 @@ import time
 
 NODE_EXAMPLE = "h100-roce"
 NODES = 2
+# The fabric between the two nodes: RoCE through a leaf-spine network whose ECMP hashing
+# spreads flows over 8 spine paths (what the simulator adds to the node snapshots).
+ECMP_PATHS = 8
 
 # What the user's launch script exported. Each line is a mistake seen in real bug reports.
 BAD_LAUNCH = """\
@@ -67,7 +70,7 @@ def prepare(out: str, *, seed: int = 0) -> dict[str, str]:
     _write(paths["launch"], BAD_LAUNCH)
     _write(paths["snapshot"], bad.to_json())
     # What the job measured: the simulated cluster under the launch script's env.
-    cluster = cluster_from_snapshot(node, NODES)
+    cluster = cluster_from_snapshot(node, NODES, ecmp_paths=ECMP_PATHS)
     sizes = [2 ** k for k in range(3, 34, 2)]
     _write(paths["tests"], nccl_tests_text(cluster, bad.env.as_dict(), "all_reduce", sizes, seed=seed))
     return paths
@@ -78,8 +81,8 @@ def run_demo(out: str, *, trials: int = 16, seed: int = 0) -> int:
 
     t0 = time.monotonic()
     os.makedirs(out, exist_ok=True)
-    _say(f"ncdoc demo: two {NODE_EXAMPLE} nodes (8 x H100, 8 x 400G RoCE each), a launch script with "
-         f"common mistakes; output in {out}/")
+    _say(f"ncdoc demo: two {NODE_EXAMPLE} nodes (8 x H100, 8 x 400G RoCE each, {ECMP_PATHS} ECMP spine paths "
+         f"between them), a launch script with common mistakes; output in {out}/")
     paths = prepare(out, seed=seed)
 
     _step("1. Pre-launch check: would this job start on a healthy path?",
@@ -103,6 +106,7 @@ def run_demo(out: str, *, trials: int = 16, seed: int = 0) -> int:
     _write(fixed_path, fixed.to_json())
     rc = _step("5. Tune on the simulator: Optuna trials as Ray tasks, confirmed against the baseline",
                ["tune", "--backend", "sim", "--snapshot", fixed_path, "--nodes", str(NODES),
+                "--ecmp-paths", str(ECMP_PATHS),
                 "--trials", str(trials), "--repeats", "2", "--seed", str(seed), "--out", out])
     _say()
     _say(f"Done in {time.monotonic() - t0:.0f} s. Files in {out}/:")
