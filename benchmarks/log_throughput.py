@@ -134,7 +134,9 @@ def build_log(path: Path, size_mb: int, noise: float, seed: int = 7) -> dict:
                     msgs = [m.format(**v) for m in seq]
                 else:
                     msgs = [_vary(m, v) if _NEEDS_VARY.search(m) else m for m in seq]
-                per_rank.append((v, [f"{host}:{pid}:{pid} [{dev}] " + (m if " NCCL WARN " in m else "NCCL INFO " + m)
+                # corpus messages keep their own "NCCL INFO " / "file:line NCCL WARN "; section 6 ones have none
+                per_rank.append((v, [f"{host}:{pid}:{pid} [{dev}] "
+                                     + (m if m.startswith("NCCL INFO ") or " NCCL WARN " in m else "NCCL INFO " + m)
                                      + "\n" for m in msgs]))
             # ranks write concurrently: interleave a few lines of each in turn
             cursors = [0] * nranks

@@ -271,3 +271,25 @@ def test_a_log_without_nccl_lines_gives_empty_facts():
     f = parse_nccl_log(["hello", "world"])
     assert f.lines == 2 and f.recognised_lines == 0 and f.transport is None and f.gdr.state == "unknown"
     assert f.to_facts()["net_devices"] == []
+
+
+# ---------------------------------------------------------------- shortcuts give the long way's answer
+
+@pytest.mark.parametrize("pre", [
+    "gpu00001-00:415002:415002 [0] ", "a:1:1 [0] ", "h.x_y-z:123:456 [12]  ", "h:1:1 [0]\t", "0:1:1 [0] ",
+    "h:p_q:t-r [7] ", "h:1:1 [\u0663] ", "h:1:1 [0] x", "[1,0]<stdout>:h:1:1 [0] ", "h:1 [0] ", "h [0] ",
+    "h:1:1 [0] transport/net_ib.cc:840 ", "h:1:1 [0] net.cc:1 (ncclIbConnect) ", "h:1:1:1 [0] ", "h:1:1 [0]",
+    "2024-01-01 h:1:1 [0] ", "h:1:1\u00e9 [0] ", ":1:1 [0] ", "h:1:1 [] ", "h:1:1 [01] ",
+])
+def test_plain_prefix_shortcut_agrees_with_the_long_way(pre):
+    from ncdoc.evidence.nccl_log_patterns import parse_prefix, parse_prefix_long
+    assert parse_prefix(pre) == parse_prefix_long(pre)
+
+
+def test_error_traces_are_read_for_each_process_once_cached():
+    # every process prints the same trace message; the (host, pid, tid, code) dedup must still count each
+    lines = [f"n{i}:{100 + i}:{100 + i} [0] NCCL INFO transport/net_socket.cc:139 -> 2" for i in range(5)]
+    lines += [f"n{i}:{100 + i}:{100 + i} [0] NCCL INFO transport/net_socket.cc:139 -> 2" for i in range(2)]
+    f = parse_nccl_log(lines)
+    assert f.nccl_results == {"ncclSystemError": 5}
+    assert f.nccl_result_sources == {"ncclSystemError": {"transport/net_socket.cc": 5}}

@@ -29,7 +29,7 @@ def handle_info(sc: "LogScanner", pre: P.Prefix, rank: "RankTally | None", msg: 
         tr = P.parse_trace(msg)
         if tr:
             sc.trace(pre, tr)
-            return None
+            return ("trace", tr)             # re-read for the next process by the scanner (it needs the prefix)
         m = P.ALGO_PICK.match(msg)
         if m:
             return _algo_pick(sc, m, lineno, text)

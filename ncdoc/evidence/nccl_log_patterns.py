@@ -96,12 +96,25 @@ class Prefix:
         return key if self.dev is None else f"{key}:{self.dev}"
 
 
+# The plain shape NCCL prints, `host:pid:tid [dev] `, read in one step; anything else (tags,
+# timestamps, file:line, (func), no dev) goes the long way below, which gives the same answer here.
+_PLAIN = re.compile(r"([A-Za-z0-9_.\-]+):([\w\-]+):([\w\-]+) \[([0-9]+)\]\s*", re.ASCII)
+
+
 @lru_cache(maxsize=8192)
 def parse_prefix(pre: str) -> Prefix:
     """Read `host:pid:tid [dev] [file:line] [(func)] ` from the text before "NCCL INFO|WARN".
 
     Anything before the host token (timestamps, mpirun/srun/torchrun tags) is ignored.
     """
+    m = _PLAIN.fullmatch(pre)
+    if m:
+        return Prefix(m.group(1), m.group(2), m.group(3), int(m.group(4)))
+    return parse_prefix_long(pre)
+
+
+def parse_prefix_long(pre: str) -> Prefix:
+    """parse_prefix for any shape (also the reference the plain-shape shortcut is tested against)."""
     text = pre.rstrip()
     func = file = None
     if text.endswith(")"):

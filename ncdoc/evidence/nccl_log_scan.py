@@ -153,6 +153,9 @@ class LogScanner:
                 cached = msg_cache.get(msg)
                 if cached is not None:                  # read before: skip parsing it again
                     if cached is not _SEEN:
+                        if cached[0] == "trace":
+                            self.trace(got[0], cached[1])
+                            continue
                         _apply(self, got[1], cached)
                         cite = self.cite_cached.get(cached[0])
                         if cite is not None:            # quote a few more ranks' lines
