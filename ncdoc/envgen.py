@@ -212,6 +212,11 @@ def render(generated: GeneratedEnv, fmt: str) -> str:
     """The env in `fmt` (sh, dotenv, nccl.conf, slurm, k8s, json), each variable with its reason."""
     from ncdoc.envfile import render_env
     text = render_env(generated.values(), fmt, comments=generated.comments())
-    if generated.notes and fmt not in ("json", "k8s"):
+    if generated.notes and fmt == "json":
+        import json
+        data = json.loads(text)
+        data["notes"] = list(generated.notes)
+        text = json.dumps(data, indent=2) + "\n"
+    elif generated.notes and fmt != "k8s":
         text = "".join(f"# NOTE: {n}\n" for n in generated.notes) + text
     return text
