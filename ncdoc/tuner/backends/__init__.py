@@ -74,17 +74,23 @@ class Backend:
     gang_size = 1               # nodes (Ray tasks, one per node) a trial occupies on a real cluster
     bundle_resources: dict = {}  # what each node of the gang must hold for the backend (e.g. {"GPU": 8})
     needs_fresh_process = False  # True: NCCL runs inside the worker, so each env needs its own process
+    # What most backends know up front; subclasses set these in __init__ or override the methods.
+    hw: "Hardware | None" = None
+    base_env: dict = {}
+    _expectation: Any = None
 
     def hardware(self) -> Hardware:
-        raise NotImplementedError
+        if self.hw is None:
+            raise NotImplementedError
+        return self.hw
 
     def baseline_env(self) -> dict[str, str]:
         """The environment jobs run with today (the study's baseline), NCCL_* only."""
-        return {}
+        return dict(self.base_env)
 
     def expectation(self, collective: str = "all_reduce") -> Any:
         """An ncdoc.bandwidth.Expectation (line rate) or None."""
-        return None
+        return self._expectation
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name}

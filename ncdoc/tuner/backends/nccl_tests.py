@@ -130,15 +130,6 @@ class NcclTestsBackend(Backend):
             raise UsageError(f"nccl-tests binary {name} is not on PATH; pass --nccl-tests-dir DIR")
         return found
 
-    def hardware(self) -> Hardware:
-        return self.hw
-
-    def baseline_env(self) -> dict[str, str]:
-        return dict(self.base_env)
-
-    def expectation(self, collective: str = "all_reduce") -> Any:
-        return self._expectation
-
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "nodes": self.nodes, "gpus_per_node": self.gpus, "fabric": self.hw.fabric,
                 "hosts": list(self.hosts), "tests_dir": self.tests_dir}

@@ -117,15 +117,6 @@ class TorchBackend(Backend):
         self.gang_size = hardware.nodes
         self.bundle_resources = {"GPU": float(hardware.gpus_per_node)}   # the ranks' actors live in the bundles
 
-    def hardware(self) -> Hardware:
-        return self.hw
-
-    def baseline_env(self) -> dict[str, str]:
-        return dict(self.base_env)
-
-    def expectation(self, collective: str = "all_reduce") -> Any:
-        return self._expectation
-
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "nodes": self.hw.nodes, "gpus_per_node": self.hw.gpus_per_node,
                 "fabric": self.hw.fabric}
