@@ -1,3 +1,3 @@
-from ncdoc.cli.main import main
+from ncdoc.cli.main import entry
 
-raise SystemExit(main())
+entry()

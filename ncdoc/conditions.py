@@ -20,7 +20,8 @@ Message templates may use {env:NAME} and {fact:name}.
 
 from __future__ import annotations
 
-import re
+# `re` is imported only where a regex is user data (validation, the `matches` operator): this
+# module is on the `ncdoc check` path, whose start-up budget cannot pay for the regex machinery.
 from ncdoc.errors import InputError
 from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl_parse import check_version_spec, strtoll, version_cmp, version_matches
@@ -94,7 +95,28 @@ ENV_OPS = {"set", "equals", "in", "matches", "contains",
 FACT_OPS = {"set", "equals", "in", "contains", "gt", "ge", "lt", "le",
             "version_lt", "version_le", "version_gt", "version_ge", "version_matches"}
 
-_TEMPLATE = re.compile(r"\{(env|fact):([A-Za-z0-9_.]+)\}")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.")
+
+
+def _placeholders(template: str) -> list[tuple[int, int, str, str]]:
+    """(start, end, kind, name) of each {env:NAME} / {fact:name} in `template`, left to right:
+    the matches of regex \\{(env|fact):([A-Za-z0-9_.]+)\\} that re.finditer would give."""
+    out = []
+    pos = 0
+    while True:
+        start = template.find("{", pos)
+        if start < 0:
+            return out
+        pos = start + 1
+        for kind in ("env", "fact"):
+            if template.startswith(kind + ":", pos):
+                first = end = pos + len(kind) + 1
+                while end < len(template) and template[end] in _NAME_CHARS:
+                    end += 1
+                if end > first and template[end:end + 1] == "}":
+                    out.append((start, end + 1, kind, template[first:end]))
+                    pos = end + 1
+                break
 
 
 # ---------------------------------------------------------------- validation
@@ -134,6 +156,7 @@ def validate(cond: Any, *, path: str | None = None, line: int | None = None) -> 
     if "env" in keys:
         subject, ops = "env", ENV_OPS
         name = cond["env"]
+        import re
         if not isinstance(name, str) or not re.fullmatch(r"NCCL_[A-Z0-9_]+", name):
             raise _bad(f"'env' must name an NCCL_* variable, got {name!r}", (path, _line(cond, "env", line)))
     elif "fact" in keys:
@@ -163,6 +186,7 @@ def _validate_arg(op: str, arg: Any, where) -> None:
     elif op == "matches":
         ok = isinstance(arg, str)
         if ok:
+            import re
             try:
                 re.compile(arg)
             except re.error as exc:
@@ -179,7 +203,7 @@ def _validate_arg(op: str, arg: Any, where) -> None:
 
 
 def validate_template(template: str, *, path: str | None = None, line: int | None = None) -> None:
-    for kind, name in _TEMPLATE.findall(template):
+    for _start, _end, kind, name in _placeholders(template):
         if kind == "fact" and name not in FACTS:
             raise InputError(f"message names unknown fact {name!r}", path=path, line=line)
 
@@ -246,6 +270,7 @@ def _env_test(op: str, value: str | None, arg: Any) -> bool:
     if op == "in":
         return value in [str(a) for a in arg]
     if op == "matches":
+        import re
         return re.fullmatch(arg, value) is not None
     if op == "contains":
         return str(arg) in value
@@ -277,8 +302,7 @@ def _fact_test(op: str, value: Any, arg: Any) -> bool:
 
 
 def render_message(template: str, ctx, facts: dict[str, Any] | None = None) -> str:
-    def sub(m: re.Match) -> str:
-        kind, name = m.group(1), m.group(2)
+    def sub(kind: str, name: str) -> str:
         if kind == "env":
             v = ctx.env_map.get(name)
             return v.value if v is not None else "(unset)"
@@ -289,7 +313,11 @@ def render_message(template: str, ctx, facts: dict[str, Any] | None = None) -> s
             return "(unknown)"
         value = getter(ctx)
         return "(unknown)" if value is _UNKNOWN else str(value)
-    return _TEMPLATE.sub(sub, template)
+    parts, done = [], 0
+    for start, end, kind, name in _placeholders(template):
+        parts += [template[done:start], sub(kind, name)]
+        done = end
+    return "".join(parts) + template[done:]
 
 
 def evaluate(rule, ctx) -> list[Hit]:

@@ -13,26 +13,56 @@ what the user meant. Everything here mirrors NCCL's own code paths (nccl_facts.m
 * `NCCL_ALGO` / `NCCL_PROTO`: the per-function grammar of 2.24+, the flat list before;
 * version strings ("2.21.5", "2.21.5+cuda12.4") and version specs (">=2.21,<2.24").
 
-Pure functions over strings; no I/O.
+Pure functions over strings; no I/O. No `re` either: this module is on the `ncdoc check` path,
+whose start-up budget cannot pay for the regex machinery; the few patterns are spelled out as
+string operations (each comment gives the pattern it reproduces).
 """
 
 from __future__ import annotations
-
-import re
 
 LATEST = "2.30.7"     # newest release the fact base covers; verdicts without a version assume it
 
 # ---------------------------------------------------------------- versions
 
-_VERSION_RE = re.compile(r"\s*v?(\d+(?:\.\d+)*)")
+def _leading_digits(s: str) -> str:
+    """The longest prefix of `s` made of decimal digits (regex \\d+, which is str.isdecimal)."""
+    if s.isdecimal():
+        return s
+    i = 0
+    while i < len(s) and s[i].isdecimal():
+        i += 1
+    return s[:i]
+
+
+def _dotted_number(s: str) -> str:
+    """The match of \\d+(?:\\.\\d+)* at the start of `s` ("" when none)."""
+    end = 0
+    for n, piece in enumerate(s.split(".")):
+        digits = _leading_digits(piece)
+        if not digits:
+            break
+        end += len(digits) + (n > 0)
+        if len(digits) < len(piece):
+            break
+    return s[:end]
+
+
+_VERSIONS: dict = {}     # text -> version_tuple(text): versions are compared many times per run
 
 
 def version_tuple(text: str | None) -> tuple[int, ...] | None:
-    """"2.21.5+cuda12.4" -> (2, 21, 5); None when there is no version."""
+    """"2.21.5+cuda12.4" -> (2, 21, 5); None when there is no version (regex \\s*v?(\\d+(?:\\.\\d+)*))."""
     if not text:
         return None
-    m = _VERSION_RE.match(str(text))
-    return tuple(int(x) for x in m.group(1).split(".")) if m else None
+    text = str(text)
+    if text in _VERSIONS:
+        return _VERSIONS[text]
+    s = text.lstrip()                    # \s: str.isspace(), as str.lstrip() strips
+    number = _dotted_number(s[1:] if s[:1] == "v" else s)
+    tp = tuple(int(x) for x in number.split(".")) if number else None
+    if len(_VERSIONS) < 4096:
+        _VERSIONS[text] = tp
+    return tp
 
 
 def version_cmp(a: str | tuple[int, ...], b: str | tuple[int, ...]) -> int:
@@ -46,7 +76,20 @@ def version_cmp(a: str | tuple[int, ...], b: str | tuple[int, ...]) -> int:
     return (ta > tb) - (ta < tb)
 
 
-_SPEC_RE = r"^\s*(<=|>=|==|!=|<|>|=)?\s*(v?\d+(?:\.\d+)*)\s*$"      # compiled on first use (re caches it)
+_SPEC_OPS = ("<=", ">=", "==", "!=", "<", ">", "=")
+
+
+def _clause(clause: str) -> tuple[str | None, str] | None:
+    """(operator or None, version) of one clause, or None when it is not one
+    (regex ^\\s*(<=|>=|==|!=|<|>|=)?\\s*(v?\\d+(?:\\.\\d+)*)\\s*$)."""
+    s = clause.strip()
+    op = next((o for o in _SPEC_OPS if s.startswith(o)), None)
+    if op is not None:
+        s = s[len(op):].lstrip()
+    number = s[1:] if s[:1] == "v" else s
+    if not number or _dotted_number(number) != number:
+        return None
+    return op, s
 
 
 def check_version_spec(spec: str) -> str | None:
@@ -54,7 +97,7 @@ def check_version_spec(spec: str) -> str | None:
     if not isinstance(spec, str) or not spec.strip():
         return "empty version spec"
     for clause in spec.split(","):
-        if not re.match(_SPEC_RE, clause):
+        if _clause(clause) is None:
             return f"bad version clause {clause.strip()!r} (use e.g. '>=2.21', '<2.24', '==2.19.3')"
     return None
 
@@ -62,10 +105,10 @@ def check_version_spec(spec: str) -> str | None:
 def version_matches(version: str, spec: str) -> bool:
     """True when `version` satisfies every comma-separated clause of `spec`."""
     for clause in spec.split(","):
-        m = re.match(_SPEC_RE, clause)
-        if not m:
+        m = _clause(clause)
+        if m is None:
             raise ValueError(f"bad version clause {clause!r}")
-        op, ref = m.group(1) or "==", m.group(2)
+        op, ref = m[0] or "==", m[1]
         c = version_cmp(version, ref)
         ok = {"<": c < 0, "<=": c <= 0, ">": c > 0, ">=": c >= 0, "==": c == 0, "=": c == 0,
               "!=": c != 0}[op]
@@ -172,9 +215,12 @@ class NcclList:
 
 
 def _atoi(s: str) -> int:
-    """C atoi: optional blanks and sign, decimal digits, anything else ends it; no digits is 0."""
-    m = re.match(r"[ \t\n\v\f\r]*([+-]?\d+)", s)
-    return int(m.group(1)) if m else 0
+    """C atoi: optional blanks and sign, decimal digits, anything else ends it; no digits is 0
+    (regex [ \\t\\n\\v\\f\\r]*([+-]?\\d+))."""
+    s = s.lstrip(" \t\n\v\f\r")
+    sign = s[:1] if s[:1] in ("+", "-") else ""
+    digits = _leading_digits(s[len(sign):])
+    return int(sign + digits) if digits else 0
 
 
 def parse_list(value: str, *, max_entries: int = 32, version: str | None = None) -> NcclList:
@@ -251,6 +297,7 @@ def parse_level(value: str, *, version: str | None = None) -> tuple[str | None, 
     if value in names:
         return value, "name"
     if value[:1].isdigit():
+        import re    # rare: a legacy integer level
         m = re.match(r"\d+", value)
         n = min(int(m.group(0)), 5)
         return _LEGACY_LEVELS[n], "legacy integer"

@@ -6,30 +6,92 @@ from the gathered catalog; this module only reads it. Loaded once, on first use.
 
 from __future__ import annotations
 
-import json
 import os
-from functools import lru_cache
 
+from ncdoc.json_load import load_file, loads
 from ncdoc.nccl_parse import version_cmp
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "nccl_vars.json")
 
 
-@lru_cache(maxsize=1)
+_TABLE: list = []   # the loaded table, once (a list, not functools.lru_cache: functools is not on the check path)
+
+
 def _table() -> tuple[str, dict[str, dict[str, Any]]]:
-    with open(DATA, encoding="utf-8") as fh:
-        data = json.load(fh)
-    return data["catalog_version"], {v["name"]: v for v in data["vars"]}
+    if not _TABLE:
+        data = load_file(DATA)
+        _TABLE.append((data["catalog_version"], {v["name"]: v for v in data["vars"]}))
+    return _TABLE[0]
+
+
+# `ncdoc check` looks up the dozen variables a job sets, and parsing the whole table would
+# be a tenth of its run. The file as nccl_vars_build writes it has one compact entry per line
+# ('{"catalog_version":"X","vars":[' then '  {...,"name":"NCCL_X",...},' lines), so one entry
+# is found by its "name" and parsed alone. Any other layout, or any doubt, reads the table.
+_HEAD = '{"catalog_version":'
+_TEXT: list = []
+_ENTRIES: dict = {}
+
+
+def _compact_text() -> str | None:
+    """The table file's text when it has the one-entry-a-line layout, else None."""
+    if not _TEXT:
+        with open(DATA, encoding="utf-8") as fh:
+            text = fh.read()
+        _TEXT.append(text if text.startswith(_HEAD) and '"name":"NCCL_' in text else None)
+    return _TEXT[0]
+
+
+_MISSING = object()
+
+
+def _entry(name: str):
+    """The entry for `name` read from its own line; None when the table has no such name;
+    _MISSING when that cannot be told without reading the whole table."""
+    if _TABLE or not (name.isascii() and name.replace("_", "").isalnum()):
+        return _MISSING
+    if name in _ENTRIES:
+        return _ENTRIES[name]
+    text = _compact_text()
+    if text is None:
+        return _MISSING
+    at = text.rfind(f'"name":"{name}"')          # the last, as the table's dict keeps the last
+    if at < 0:
+        entry = None
+    else:
+        start = text.rfind("\n", 0, at) + 1
+        end = text.find("\n", at)
+        line = text[start:end if end >= 0 else len(text)].strip().rstrip(",")
+        try:
+            entry = loads(line)
+        except ValueError:
+            return _MISSING
+        if type(entry) is not dict or entry.get("name") != name:
+            return _MISSING
+    _ENTRIES[name] = entry
+    return entry
 
 
 def catalog_version() -> str:
     """The newest NCCL release the table covers."""
+    text = None if _TABLE else _compact_text()
+    if text is not None:
+        head = text[len(_HEAD):text.find(',"vars":[')]
+        try:
+            version = loads(head)
+        except ValueError:
+            version = None
+        if type(version) is str:
+            return version
     return _table()[0]
 
 
 def lookup(name: str) -> dict[str, Any] | None:
     """The table entry for `name` (exact, case-sensitive as NCCL is), or None."""
-    return _table()[1].get(name)
+    entry = _entry(name)
+    if entry is _MISSING:
+        return _table()[1].get(name)
+    return entry
 
 
 def names() -> list[str]:

@@ -32,10 +32,10 @@ current directory upward; or --config FILE):
 
 from __future__ import annotations
 
-import json
 import os
-import re
 
+# `re` is imported inside the functions that use it: this module is on the `ncdoc check` path,
+# whose start-up budget cannot pay for the regex machinery.
 from ncdoc.errors import InputError
 from ncdoc.findings import SEVERITIES
 
@@ -87,8 +87,9 @@ def _read_structured(path: str):
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError("cannot read file", path=str(path), cause=str(exc)) from None
     if path.endswith(".json"):
+        from ncdoc.json_load import loads
         try:
-            return json.loads(text)
+            return loads(text)
         except ValueError as exc:
             raise InputError(f"not valid JSON ({exc})", path=path) from None
     if path.endswith(".toml"):
@@ -96,6 +97,7 @@ def _read_structured(path: str):
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
+            import re
             m = re.search(r"line (\d+)", str(exc))
             raise InputError(f"not valid TOML ({exc})", path=path, line=int(m.group(1)) if m else None) from None
     from ncdoc.yaml_lines import load_yaml
@@ -118,11 +120,13 @@ def _check_when(when: Any, path: str, line: int | None) -> dict[str, str]:
 
 
 def _plugin_split(spec: str) -> tuple[str, str]:
+    import re
     m = re.match(r"\s*([A-Za-z0-9_.+-]+?)\s*((?:[<>=!]=?|==).*)?$", spec)
     return (m.group(1), (m.group(2) or "").strip()) if m else (spec.strip(), "")
 
 
 def parse_policy(data: Any, path: str) -> Policy:
+    import re
     from ncdoc.yaml_lines import check_keys, key_line
     check_keys(data, PACK_KEYS, "a policy pack", path, 1)
     name = data.get("policy")
@@ -204,6 +208,7 @@ def load_policy(path: str) -> Policy:
 def _plugin_version(paths, name: str) -> tuple[bool, str | None]:
     for p in paths:
         if name.lower() in p.lower():
+            import re
             m = re.search(r"(\d+\.\d+(?:\.\d+)*)", p.rsplit("/lib", 1)[0])
             return True, m.group(1) if m else None
     return False, None
@@ -258,6 +263,7 @@ def satisfies(entry: Entry, value: str) -> bool:
     if entry.kind == "one_of":
         return value in entry.arg or (numeric and num(value) is not None and num(value) in [num(a) for a in entry.arg])
     if entry.kind == "regex":
+        import re
         return re.fullmatch(entry.arg, value) is not None
     v = num(value)
     lo, hi = entry.arg

@@ -169,6 +169,24 @@ def record(cls=None, /, *, frozen: bool = True, **_ignored):
     return wrap if cls is None else wrap(cls)
 
 
+def build(cls, values: dict):
+    """`cls(**values)` for loaders that build thousands of records from already checked field
+    names: it fills the instance directly, without the generic argument handling of __init__.
+    Missing fields take their defaults; when one has none, cls(**values) raises as usual."""
+    if hasattr(cls, "__post_init__"):
+        return cls(**values)
+    obj = object.__new__(cls)
+    d = obj.__dict__
+    d.update(cls.__record_defaults__)
+    for name, factory in cls.__record_factories__:
+        if name not in values:
+            d[name] = factory()
+    d.update(values)
+    if len(d) != len(cls.__record_names__):
+        return cls(**values)
+    return obj
+
+
 def is_record(obj) -> bool:
     return hasattr(obj, "__record_fields__")
 

@@ -140,11 +140,13 @@ def resolve(*, select=None, ignore=None, severity=None, fail_on: str | None = No
     if fo not in FAIL_ON:
         raise UsageError(f"fail-on {fo!r} is not one of {', '.join(FAIL_ON)}")
 
-    from ncdoc.policy import load_policy
     paths = list(cfg.rules if cfg else ())
     paths += [p for p in environ.get("NCDOC_RULES", "").split(os.pathsep) if p]
     paths += list(rules_files or ())
-    policies = [load_policy(p) for p in dict.fromkeys(paths)]
+    policies = []
+    if paths:                            # ncdoc.policy only when there is a pack: keeps `ncdoc check` lean
+        from ncdoc.policy import load_policy
+        policies = [load_policy(p) for p in dict.fromkeys(paths)]
     rules = sorted(chosen.values(), key=lambda r: r.code)
     return Selection(rs, rules, overrides, ignored, fo, policies, cfg_path)
 

@@ -11,10 +11,10 @@ a rule that needs an unknown fact is skipped with the reason, it does not pass.
 
 from __future__ import annotations
 
-import json
 import sys
 
 from ncdoc.errors import InputError
+from ncdoc.json_load import loads   # json's C scanner without json.decoder's `re`
 from ncdoc.record import field, record as dataclass
 from ncdoc import record as _record
 
@@ -335,6 +335,7 @@ class Snapshot:
         return _record.asdict(self)
 
     def to_json(self, indent: int | None = 2) -> str:
+        import json
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
 
     @classmethod
@@ -363,7 +364,7 @@ class Snapshot:
         except (OSError, UnicodeDecodeError) as exc:
             raise InputError("cannot read file", path=p, cause=str(exc)) from None
         try:
-            data = json.loads(text)
+            data = loads(text)
         except ValueError as exc:
             msg = getattr(exc, "msg", str(exc))
             raise InputError(f"not valid JSON ({msg} at line {getattr(exc, 'lineno', '?')})", path=p) from None
@@ -440,20 +441,28 @@ def _build_converter(tp):
     if kind == "record":
         cls = arg
         fields = {f.name: f for f in _record.fields(cls)}
+        # field -> (exact type a value may pass through unchecked, None allowed too, converter);
+        # most of a snapshot's thousands of values are plain strings and numbers, so they skip
+        # the converter call, which is only made to convert or to raise the precise error.
         convs: dict = {}
+        build = _record.build
 
         def record(data):
             if type(data) is not dict:
                 raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
             kw = {}
             for k, v in data.items():
-                c = convs.get(k)
-                if c is None:
+                spec = convs.get(k)
+                if spec is None:
                     if k not in fields:
                         raise KeyError(f"{cls.__name__}: unknown field(s) {sorted(set(data) - set(fields))}")
-                    c = convs[k] = _converter(_parse_type(fields[k].type))
-                kw[k] = c(v)
-            return cls(**kw)
+                    spec = convs[k] = _field_spec(_parse_type(fields[k].type))
+                plain, optional, c = spec
+                if type(v) is plain or (v is None and optional):
+                    kw[k] = v
+                else:
+                    kw[k] = c(v)
+            return build(cls, kw)
         return record
     if kind == "tuple":
         item = _converter(arg)
@@ -472,6 +481,17 @@ def _build_converter(tp):
             return {str(k): value(v) for k, v in data.items()}
         return dict_of
     return _SCALARS[arg]
+
+
+_PLAIN = {"str": str, "int": int, "bool": bool}   # scalars JSON gives as they are (float may need int -> float)
+
+
+def _field_spec(tp):
+    """(type passed through as is, whether None is, the converter) for a record field of type `tp`."""
+    optional = tp[0] == "optional"
+    inner = tp[1] if optional else tp
+    plain = _PLAIN.get(inner[1]) if inner[0] == "scalar" else None
+    return plain, optional, _converter(tp)
 
 
 def _scalar(name, ok):

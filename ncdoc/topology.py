@@ -20,7 +20,8 @@ RDMA devices are unknown do the PCI network devices stand in, named by label.
 
 from __future__ import annotations
 
-import re
+# No `re`: this module is on the `ncdoc check` path, whose start-up budget cannot pay for the
+# regex machinery; the few patterns are string operations (each comment gives the pattern).
 from ncdoc.record import record as dataclass
 
 from ncdoc.snapshot import OK, UNKNOWN, Snapshot, Status
@@ -37,7 +38,7 @@ def path_rank(p: str) -> int:
     s = p.strip().upper()
     if s == "SOC":  # pre-2018 nvidia-smi name for SYS
         s = "SYS"
-    if re.fullmatch(r"NV\d+", s):
+    if s[:2] == "NV" and s[2:].isdecimal():         # NV\d+ (\d is str.isdecimal)
         s = "NV"
     try:
         return PATH_TYPES.index(s)
@@ -45,21 +46,58 @@ def path_rank(p: str) -> int:
         return 99
 
 
+_HEX = frozenset("0123456789abcdefABCDEF")
+
+
+def _hex(s: str, most: int) -> bool:
+    return 0 < len(s) <= most and all(c in _HEX for c in s)
+
+
+_BUS_IDS: dict = {}     # bus id text -> normalized: a check compares the same few ids hundreds of times
+
+
 def normalize_bus_id(bus_id: str | None) -> str | None:
-    """'00000000:18:00.0', '18:00.0', '0000:18:00' -> '0000:18:00.0'; None if it is no bus id."""
+    """'00000000:18:00.0', '18:00.0', '0000:18:00' -> '0000:18:00.0'; None if it is no bus id.
+
+    A bus id is what regex (?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\\.([0-7]))?
+    matches in full; anything else comes back stripped and lower-cased.
+    """
     if not bus_id:
         return None
-    m = re.fullmatch(r"(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})(?:\.([0-7]))?",
-                     bus_id.strip())
-    if not m:
-        return bus_id.strip().lower()
-    dom, bus, dev, fn = m.groups()
-    return f"{int(dom or '0', 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn or 0}"
+    out = _BUS_IDS.get(bus_id)
+    if out is None:
+        s = bus_id.strip()
+        head, dot, fn = s.partition(".")
+        parts = head.split(":")
+        if len(parts) == 2:
+            parts.insert(0, "0")
+        if (len(parts) == 3 and _hex(parts[0], 8) and _hex(parts[1], 2) and _hex(parts[2], 2)
+                and (not dot or (len(fn) == 1 and fn in "01234567"))):
+            dom, bus, dev = parts
+            out = f"{int(dom, 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn or 0}"
+        else:
+            out = s.lower()
+        if len(_BUS_IDS) < 4096:
+            _BUS_IDS[bus_id] = out
+    return out
 
 
 def natural_key(name: str) -> list:
-    """Sort key putting mlx5_2 before mlx5_10."""
-    return [(0, int(t), "") if t[0] in "0123456789" else (1, 0, t) for t in re.split(r"([0-9]+)", name) if t]
+    """Sort key putting mlx5_2 before mlx5_10: runs of ASCII digits as numbers, the rest as text."""
+    out = []
+    i, n = 0, len(name)
+    while i < n:
+        digit = name[i] in _DIGITS
+        j = i + 1
+        while j < n and (name[j] in _DIGITS) == digit:
+            j += 1
+        t = name[i:j]
+        out.append((0, int(t), "") if digit else (1, 0, t))
+        i = j
+    return out
+
+
+_DIGITS = frozenset("0123456789")
 
 
 @dataclass(frozen=True)
@@ -171,7 +209,13 @@ def _rails(endpoints, matrix, nic_names) -> dict[str, tuple[str, ...]]:
 # ---------------------------------------------------------------- imported matrix, as given
 
 def _int_or_none(s: str | None) -> int | None:
-    return int(s) if s is not None and re.fullmatch(r"\s*[0-9]+\s*", s) else None
+    t = s.strip() if s is not None else ""           # \s*[0-9]+\s*
+    return int(s) if t and t.isascii() and t.isdigit() else None
+
+
+def _gpu_label(lab: str) -> bool:
+    """regex GPU(\\d+), ignoring case (no character but g/G, p/P, u/U folds to G, P, U)."""
+    return lab[:3].lower() == "gpu" and lab[3:].isdecimal()
 
 
 def _from_matrix(snapshot: Snapshot) -> Topology:
@@ -192,15 +236,14 @@ def _from_matrix(snapshot: Snapshot) -> Topology:
                               and matrix[lab].get(o) in _SAME_NUMA), None)
     endpoints, ni = [], 0
     for lab in labels:
-        m = re.fullmatch(r"GPU(\d+)", lab, re.I)
-        if m:
-            idx = int(m.group(1))
+        if _gpu_label(lab):
+            idx = int(lab[3:])
             endpoints.append(Endpoint(lab, "gpu", gpu_names.get(idx, lab), None, numa[lab], idx))
     for lab in labels:
-        if not re.fullmatch(r"GPU\d+", lab, re.I):
-            m = re.fullmatch(r"NIC(\d+)", lab)
+        if not _gpu_label(lab):
+            nic = lab[:3] == "NIC" and lab[3:].isdecimal()         # NIC(\d+)
             endpoints.append(Endpoint(lab, "nic", pm.nic_names.get(lab, lab), None, numa[lab],
-                                      int(m.group(1)) if m else ni))
+                                      int(lab[3:]) if nic else ni))
             ni += 1
     nic_names = {e.label: pm.nic_names[e.label] for e in endpoints if e.label in pm.nic_names}
     missing = sum(1 for a in labels for b in labels if b not in matrix[a])
@@ -217,6 +260,8 @@ class _Tree:
     def __init__(self, devices):
         self.devs = {normalize_bus_id(d.address): d for d in devices}
         self._chains: dict[str, tuple[list[str], str | None]] = {}
+        self._chain_sets: dict[str, set[str]] = {}    # path() compares every endpoint pair's chains
+        self._units: dict[str, str] = {}
         self.host_numa: dict[str, int | None] = {}
         seen: dict[str, set[int]] = {}
         for addr, d in self.devs.items():
@@ -245,6 +290,12 @@ class _Tree:
 
     def unit(self, bridge: str) -> str:
         """The PCIe switch (or root port) a bridge is part of: ports of one switch share a unit."""
+        u = self._units.get(bridge)
+        if u is None:
+            u = self._units[bridge] = self._unit(bridge)
+        return u
+
+    def _unit(self, bridge: str) -> str:
         if self.devs[bridge].kind == "switch":  # NCCL's XML: one node per whole switch
             return bridge
         depth = len(self.chain(bridge)[0]) + 1  # 1 = root port, 2 = upstream port, 3 = downstream...
@@ -252,16 +303,22 @@ class _Tree:
             return bridge
         return self.chain(bridge)[0][0]  # a downstream port belongs to its upstream port's switch
 
+    def _chain_set(self, addr: str) -> set[str]:
+        s = self._chain_sets.get(addr)
+        if s is None:
+            s = self._chain_sets[addr] = set(self.chain(addr)[0])
+        return s
+
     def path(self, a: str, b: str) -> str | None:
         """PIX/PXB/PHB when a and b share a host bridge; "" for different host bridges; None unknown."""
         ca, ha = self.chain(a)
         cb, hb = self.chain(b)
-        if not set(ca) & set(cb):
+        in_b = self._chain_set(b)
+        if in_b.isdisjoint(ca):
             if ha is None or hb is None:
                 return None  # a device whose upstream is not recorded
             if ha != hb:
                 return ""
-        in_b = set(cb)
         i = next((k for k, x in enumerate(ca) if x in in_b), None)
         if i is None:
             return "PHB"

@@ -7,8 +7,6 @@ only the modules the selected rules need, using the map compiled into rules/comp
 
 from __future__ import annotations
 
-import importlib
-
 # The one list of check modules. A module not written yet is skipped by import_all;
 # a rule naming one of its functions then fails the registry test, not a user's run.
 MODULES = (
@@ -30,6 +28,7 @@ NO_EVIDENCE = "no NCCL log or nccl-tests output given"
 
 def import_all() -> list[str]:
     """Import every check module that exists; return the names imported."""
+    import importlib
     done = []
     for mod in MODULES:
         try:

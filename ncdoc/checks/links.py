@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from ncdoc.engine import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl_select import is_active, link_layer, selected_ports
@@ -52,9 +50,20 @@ def port_down(ctx: Context):
                       (_port_ev(h, p),), severity=None if rail else "warning", subject=f"{h.name}:{p.num}")
 
 
+# Plain string parsing, no `re`: this module is on the `ncdoc check` path, whose start-up
+# budget cannot pay for the regex machinery.
+
+def _leading(s: str, ok) -> str:
+    """The longest prefix of `s` whose characters all pass `ok`."""
+    i = 0
+    while i < len(s) and ok(s[i]):
+        i += 1
+    return s[:i]
+
+
 def _width(w: str | None) -> int | None:
-    m = re.match(r"(\d+)", w or "")
-    return int(m.group(1)) if m else None
+    digits = _leading(w or "", str.isdecimal)             # regex (\d+) at the start
+    return int(digits) if digits else None
 
 
 @check("link_below_rated_speed")
@@ -149,8 +158,9 @@ def roce_mtu_mismatch(ctx: Context):
 
 
 def _gts(speed: str | None) -> float | None:
-    m = re.match(r"\s*([\d.]+)\s*GT/s", speed or "")
-    return float(m.group(1)) if m else None
+    s = (speed or "").lstrip()                             # regex \s*([\d.]+)\s*GT/s at the start
+    number = _leading(s, lambda c: c == "." or c.isdecimal())
+    return float(number) if number and s[len(number):].lstrip().startswith("GT/s") else None
 
 
 @check("pcie_link_degraded")

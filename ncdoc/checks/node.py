@@ -145,9 +145,8 @@ def peermem_not_loaded(ctx: Context):
 
 def _ofed_release(rdma_core: str | None) -> tuple[int, int] | None:
     """(YY, MM) of an MLNX_OFED/DOCA rdma-core ("2307mlnx47-1.2310036" -> (23, 7)); None if not MLNX."""
-    import re
-    m = re.match(r"(\d{2})(\d{2})mlnx", rdma_core or "")
-    return (int(m.group(1)), int(m.group(2))) if m else None
+    s = rdma_core or ""                 # regex (\d{2})(\d{2})mlnx at the start; no `re` on the check path
+    return (int(s[:2]), int(s[2:4])) if s[4:8] == "mlnx" and s[:4].isdecimal() else None
 
 
 @check("nccl_peermem_detection_bug")

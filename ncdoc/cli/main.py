@@ -1,17 +1,19 @@
-"""`ncdoc` entry point: builds the parser from the command modules and maps errors to exit codes.
+"""`ncdoc` entry point: parses the command line and maps errors to exit codes.
 
 Exit codes: 0 clean, 1 findings at or above the failure threshold, 2 ncdoc could not
 run (bad usage or input), 3 a tuning run failed, 130 interrupted.
+
+`ncdoc check` runs in every job script and must start in about twice the time of an empty
+Python, so this module imports nothing heavy: the plain invocations of the commands in
+FAST_COMMANDS are parsed by ncdoc.cli.fast_args (no argparse, hence no `re`); everything
+else, help and every usage error go to the argparse parser in ncdoc.cli.parser.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
 
-from ncdoc import __version__
 from ncdoc.errors import NcdocError
 
 # Each module in ncdoc.cli.commands defines NAME, HELP, add_arguments(parser) and run(args) -> int.
@@ -21,67 +23,34 @@ COMMAND_MODULES = (
     "rules", "rule", "tune", "demo",
 )
 
-
-def _width() -> int:
-    try:
-        return max(40, os.get_terminal_size(sys.stderr.fileno()).columns - 2)
-    except (OSError, ValueError):
-        return max(40, int(os.environ.get("COLUMNS", "80") or 80) - 2)
+# Commands whose simple command lines skip argparse (see ncdoc.cli.fast_args).
+FAST_COMMANDS = ("check",)
 
 
-class _Formatter(argparse.RawDescriptionHelpFormatter):
-    # argparse builds a formatter for every add_argument() and, without a width, imports
-    # shutil (and with it bz2, lzma, zlib) to ask for the terminal size: a third of the
-    # start-up time of `ncdoc check`.
-    def __init__(self, prog, indent_increment=2, max_help_position=24, width=None):
-        super().__init__(prog, indent_increment, max_help_position, width or _width())
+def build_parser(only: str | None = None):
+    """The argparse parser (see ncdoc.cli.parser.build_parser)."""
+    from ncdoc.cli.parser import build_parser as build
+    return build(only)
 
 
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports usage errors as one line and exit code 2 (its own default is 2 too)."""
-
-    def __init__(self, *args, **kwargs):
-        if kwargs.get("formatter_class") in (None, argparse.HelpFormatter, argparse.RawDescriptionHelpFormatter):
-            kwargs["formatter_class"] = _Formatter
-        super().__init__(*args, **kwargs)
-
-    def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"ncdoc: error: {message} (see '{self.prog} --help')\n")
-
-
-def build_parser(only: str | None = None) -> argparse.ArgumentParser:
-    """The parser; with `only`, just that subcommand's (the fast path: `ncdoc check` in a
-    job script should not import the tuner's argument machinery)."""
-    parser = _Parser(
-        prog="ncdoc",
-        description="NCCL environment doctor and auto-tuner: find why collectives are slow, "
-                    "gate job launches, generate and tune NCCL env files.",
-    )
-    parser.add_argument("--version", action="version", version=f"ncdoc {__version__}")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
-    for name in COMMAND_MODULES:
-        if only is not None and name != only:
-            continue
-        try:
-            mod = importlib.import_module(f"ncdoc.cli.commands.{name}")
-        except ModuleNotFoundError as exc:
-            if exc.name == f"ncdoc.cli.commands.{name}":
-                continue
-            raise
-        p = sub.add_parser(mod.NAME, help=mod.HELP, description=getattr(mod, "DESCRIPTION", mod.HELP))
-        mod.add_arguments(p)
-        p.set_defaults(_run=mod.run)
-    return parser
+def _fast_args(argv: list[str]):
+    """The Namespace for a plain command line of a FAST_COMMANDS command, else None."""
+    if argv and argv[0] in FAST_COMMANDS:
+        from ncdoc.cli.fast_args import parse
+        return parse(argv[0], argv[1:])
+    return None
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    first = argv[0] if argv else None
-    parser = build_parser(only=first if first in COMMAND_MODULES else None)
-    args = parser.parse_args(argv)
-    if not getattr(args, "_run", None):
-        parser.print_help(sys.stderr)
-        return 2
+    args = _fast_args(argv)
+    if args is None:
+        first = argv[0] if argv else None
+        parser = build_parser(only=first if first in COMMAND_MODULES else None)
+        args = parser.parse_args(argv)
+        if not getattr(args, "_run", None):
+            parser.print_help(sys.stderr)
+            return 2
     try:
         return int(args._run(args) or 0)
     except NcdocError as exc:
@@ -100,5 +69,43 @@ def main(argv: list[str] | None = None) -> int:
         return 2
 
 
+def _exit_now(code: int) -> None:
+    """Exit with `code` without tearing the interpreter down; returns when that is not safe.
+
+    A check ends with the snapshot, the rules and some thirty modules alive; freeing them one
+    object at a time at exit costs `ncdoc check` a quarter of its start-up budget. What an exit
+    must still do is done here: atexit handlers run and the standard streams are flushed. A
+    flush that fails (a closed pipe) or a thread still running leaves the exit to Python.
+    """
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
+        return
+    import atexit
+    run_exitfuncs = getattr(atexit, "_run_exitfuncs", None)
+    if run_exitfuncs is None:
+        return
+    run_exitfuncs()
+    try:
+        for stream in (sys.stdout, sys.stderr):
+            if stream is not None:
+                stream.flush()
+    except Exception:
+        return
+    os._exit(code)
+
+
+def entry() -> None:
+    """The `ncdoc` program (bin/ncdoc, python -m ncdoc): main(), then exit with its status.
+    Short-lived commands (FAST_COMMANDS) skip the interpreter's teardown (see _exit_now)."""
+    fast = sys.argv[1:2] and sys.argv[1] in FAST_COMMANDS
+    if fast:
+        import gc
+        gc.disable()        # nothing to collect in a short-lived command (see check.run); it ends below
+    code = main()
+    if fast:
+        _exit_now(code)
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    raise SystemExit(main())
+    entry()
