@@ -293,3 +293,28 @@ def test_error_traces_are_read_for_each_process_once_cached():
     f = parse_nccl_log(lines)
     assert f.nccl_results == {"ncclSystemError": 5}
     assert f.nccl_result_sources == {"ncclSystemError": {"transport/net_socket.cc": 5}}
+
+
+def test_l_info_without_nccl_before_it_is_not_a_prefix_and_never_loops():
+    # Random text once sent the block scanner into an endless loop: "L INFO"/"L WARN" not
+    # preceded by "NCC" looked like the end of an NCCL prefix. It must be skipped, the same
+    # way whatever the block size.
+    import signal
+
+    from ncdoc.evidence.nccl_log_scan import LogScanner
+    from ncdoc.evidence.textfile import iter_line_blocks
+
+    lines = ["node01:4012:4012 [0] NCCL INFO ", "L INFO NCCL version 2.27.5+cuda12.9",
+             "x L WARN a [ b NCCL INFO c", "L WARN  NCCL WARN  [0] NCCL INFO "]
+    old = signal.signal(signal.SIGALRM, lambda *a: (_ for _ in ()).throw(TimeoutError("scanner loops")))
+    signal.alarm(20)
+    try:
+        whole = json.dumps(parse_nccl_log(lines).to_facts(), sort_keys=True)
+        for size in (1, 7, 1 << 20):
+            scanner = LogScanner()
+            for block in iter_line_blocks(lines, block_bytes=size):
+                scanner.feed(block)
+            assert json.dumps(scanner.result("").to_facts(), sort_keys=True) == whole
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)

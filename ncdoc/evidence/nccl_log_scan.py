@@ -129,6 +129,9 @@ class LogScanner:
             if m is None:
                 break
             s = m.start() - 3                           # SCAN matches from the "L" of "NCCL"
+            if s < 0 or block[s:s + 3] != b"NCC":       # an "L INFO" that is not the end of "NCCL"
+                pos = m.start() + 1
+                continue
             ls = rfind(b"\n", 0, s) + 1
             if ls < pos:                                # the rest of a line two writers merged
                 ls = pos
@@ -142,6 +145,8 @@ class LogScanner:
                 k = rfind(b" ", s, j) if j > s else -1
                 stop = k + 1 if k > s else (j + 1 if j > s else nxt + 1)
             pos = stop if stop < le else le + 1
+            if pos <= m.start():                        # text that only looks like a merged line: always advance
+                pos = m.start() + 1
             matched += 1
             level = block[s + 5]
             if level == 73:                             # "I": NCCL INFO
