@@ -12,7 +12,7 @@ shell-style env file (`export K=V`, `K="V"`, comments), which is how job scripts
 from __future__ import annotations
 
 import re
-from ncdoc.errors import InputError
+from ncdoc.errors import InputError, read_text
 from ncdoc.snapshot import EnvValue, NcclEnv, Status
 
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
@@ -92,15 +92,7 @@ def parse_shell_env(text: str, source: str) -> list[EnvValue]:
 def read_env_file(path: str) -> list[EnvValue]:
     """The file's assignments, highest precedence first (ready for `layer`)."""
     p = str(path)
-    try:
-        with open(p, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise InputError("no such file", path=p) from None
-    except IsADirectoryError:
-        raise InputError("is a directory, not an env file", path=p) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("cannot read file", path=p, cause=str(exc)) from None
+    text = read_text(p, "an env file")
     if p.endswith(".conf"):
         return [v for v in parse_conf(text, f"file:{p}")]      # NCCL: the first line for a name wins
     return list(reversed(parse_shell_env(text, str(p))))      # a shell: the last assignment wins

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from ncdoc.errors import InputError
+from ncdoc.errors import InputError, read_text
 from ncdoc.json_load import loads   # json's C scanner without json.decoder's `re`
 from ncdoc.record import field, record as dataclass
 from ncdoc import record as _record
@@ -354,15 +354,7 @@ class Snapshot:
     @classmethod
     def load(cls, path) -> "Snapshot":
         p = str(path)
-        try:
-            with open(p, encoding="utf-8") as fh:
-                text = fh.read()
-        except FileNotFoundError:
-            raise InputError("no such file", path=p) from None
-        except IsADirectoryError:
-            raise InputError("is a directory, not a snapshot file", path=p) from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputError("cannot read file", path=p, cause=str(exc)) from None
+        text = read_text(p, "a snapshot file")
         try:
             data = loads(text)
         except ValueError as exc:

@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable
 
-from ncdoc.errors import InputError
+from ncdoc.errors import InputError, read_text
 
 _SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(i?B)?\s*\Z", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -25,14 +25,7 @@ class LinedDict(dict):
 
 
 def load(path: str | Path) -> Any:
-    p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such file", path=str(p)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("cannot read file", path=str(p), cause=str(exc)) from None
-    return loads(text, str(p))
+    return loads(read_text(path, "a YAML data file"), str(path))
 
 
 def loads(text: str, path: str) -> Any:
