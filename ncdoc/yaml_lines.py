@@ -12,8 +12,11 @@ class LineDict(dict):
     key_lines: dict[str, int]
 
 
-def load_yaml(text: str, path: str) -> Any:
-    """Parse YAML keeping line numbers on every mapping; InputError names file and line."""
+def load_yaml(text: str, path: str, *, name_keys: bool = False) -> Any:
+    """Parse YAML keeping line numbers on every mapping; InputError names file and line.
+
+    With `name_keys`, mapping keys must be names (strings or integers) and become strings,
+    as the tuner's data files want; otherwise any scalar key is kept as YAML typed it."""
     import yaml  # only for pack sources, never on the compiled fast path
 
     class _Loader(yaml.SafeLoader):
@@ -26,7 +29,12 @@ def load_yaml(text: str, path: str) -> Any:
         out.key_lines = {}
         for key_node, value_node in node.value:
             key = loader.construct_object(key_node, deep=True)
-            if not isinstance(key, (str, int, float, bool)) or key is None:
+            if name_keys:
+                if not isinstance(key, (str, int)) or isinstance(key, bool):
+                    raise InputError(f"mapping key must be a name, got {key!r}", path=path,
+                                     line=key_node.start_mark.line + 1)
+                key = str(key)
+            elif not isinstance(key, (str, int, float, bool)) or key is None:
                 raise InputError(f"mapping key must be a scalar, got {key!r}", path=path,
                                  line=key_node.start_mark.line + 1)
             if key in out:

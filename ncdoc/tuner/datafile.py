@@ -12,16 +12,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ncdoc.errors import InputError, read_text
+from ncdoc.yaml_lines import LineDict, load_yaml
 
 _SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(i?B)?\s*\Z", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
-
-
-class LinedDict(dict):
-    """A YAML mapping with its own line and each key's line (1-based)."""
-
-    line: int | None = None
-    key_lines: dict[str, int]
 
 
 def load(path: str | Path) -> Any:
@@ -29,40 +23,12 @@ def load(path: str | Path) -> Any:
 
 
 def loads(text: str, path: str) -> Any:
-    import yaml
-
-    class _Loader(yaml.SafeLoader):
-        pass
-
-    def mapping(loader: Any, node: Any, deep: bool = False) -> LinedDict:
-        loader.flatten_mapping(node)
-        out = LinedDict()
-        out.line = node.start_mark.line + 1
-        out.key_lines = {}
-        for key_node, value_node in node.value:
-            key = loader.construct_object(key_node, deep=True)
-            line = key_node.start_mark.line + 1
-            if not isinstance(key, (str, int)) or isinstance(key, bool):
-                raise InputError(f"mapping key must be a name, got {key!r}", path=path, line=line)
-            key = str(key)
-            if key in out:
-                raise InputError(f"duplicate key {key!r}", path=path, line=line)
-            out[key] = loader.construct_object(value_node, deep=True)
-            out.key_lines[key] = line
-        return out
-
-    _Loader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
-    try:
-        return yaml.load(text, Loader=_Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        raise InputError(f"not valid YAML: {problem}", path=path,
-                         line=mark.line + 1 if mark else None) from None
+    # The same line-numbered YAML reader as rule and policy packs (ncdoc/yaml_lines.py).
+    return load_yaml(text, path, name_keys=True)
 
 
 def line_of(obj: Any, key: str | None = None, fallback: int | None = None) -> int | None:
-    if isinstance(obj, LinedDict):
+    if isinstance(obj, LineDict):
         if key is not None and key in obj.key_lines:
             return obj.key_lines[key]
         return obj.line
