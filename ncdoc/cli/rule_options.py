@@ -105,3 +105,15 @@ def selection(args, *, default_fail_on: str, families=None):
     return resolve(select=select or None, ignore=args.ignore, severity=args.severity, fail_on=args.fail_on,
                    rules_files=args.rules, config=args.config, no_config=args.no_config,
                    default_fail_on=default_fail_on, families=families)
+
+
+def node_context(args, *, default_fail_on: str = "error"):
+    """The node (with --env applied), the rule selection and the Context that check, doctor
+    and lint's node mode all start from."""
+    from ncdoc.engine import Context
+    snap = load_node(args)
+    env = env_overlay(args, snap.env)
+    if env is not snap.env:
+        snap = snap.replace(env=env)
+    sel = selection(args, default_fail_on=default_fail_on)
+    return snap, sel, Context(snapshot=snap, env=env, nccl_version=args.nccl_version)

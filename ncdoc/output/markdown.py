@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from ncdoc.output import sections, skipped_groups, stage_of, summary_line
+from ncdoc.output.text import scalar
 
 
 def _md(text: str) -> str:
@@ -15,24 +16,14 @@ def _body(body) -> list[str]:
     if isinstance(body, str):
         return ["```", *body.rstrip("\n").splitlines(), "```"]
     if isinstance(body, dict):
-        return [f"- **{k}**: {_md(_scalar(v))}" for k, v in body.items()]
+        return [f"- **{k}**: {_md(scalar(v))}" for k, v in body.items()]
     if isinstance(body, (list, tuple)) and body and all(isinstance(r, dict) for r in body):
         from tabulate import tabulate
-        return tabulate([[_md(_scalar(v)) for v in r.values()] for r in body], headers=list(body[0].keys()),
+        return tabulate([[_md(scalar(v)) for v in r.values()] for r in body], headers=list(body[0].keys()),
                         tablefmt="github").splitlines()
     if isinstance(body, (list, tuple)):
-        return [f"- {_md(_scalar(x))}" for x in body]
-    return [_md(_scalar(body))]
-
-
-def _scalar(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, (list, tuple)):
-        return ", ".join(_scalar(x) for x in v)
-    if isinstance(v, dict):
-        return ", ".join(f"{k}={_scalar(x)}" for k, x in v.items())
-    return str(v)
+        return [f"- {_md(scalar(x))}" for x in body]
+    return [_md(scalar(body))]
 
 
 def render(report, *, title: str | None = None, facts=None, skipped: bool = True) -> str:

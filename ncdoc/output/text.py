@@ -30,23 +30,24 @@ def _body(body) -> list[str]:
         return body.rstrip("\n").splitlines()
     if isinstance(body, dict):
         width = max((len(str(k)) for k in body), default=0)
-        return [f"{str(k) + ':':<{width + 1}} {_scalar(v)}" for k, v in body.items()]
+        return [f"{str(k) + ':':<{width + 1}} {scalar(v)}" for k, v in body.items()]
     if isinstance(body, (list, tuple)) and body and all(isinstance(r, dict) for r in body):
         from tabulate import tabulate  # only when a report has a table
-        return tabulate([[_scalar(v) for v in r.values()] for r in body], headers=list(body[0].keys()),
+        return tabulate([[scalar(v) for v in r.values()] for r in body], headers=list(body[0].keys()),
                         tablefmt="simple").splitlines()
     if isinstance(body, (list, tuple)):
-        return [f"- {_scalar(x)}" for x in body]
-    return [_scalar(body)]
+        return [f"- {scalar(x)}" for x in body]
+    return [scalar(body)]
 
 
-def _scalar(v) -> str:
+def scalar(v) -> str:
+    """One fact value as plain text (lists and mappings flattened); markdown reuses it."""
     if v is None:
         return "-"
     if isinstance(v, (list, tuple)):
-        return ", ".join(_scalar(x) for x in v)
+        return ", ".join(scalar(x) for x in v)
     if isinstance(v, dict):
-        return ", ".join(f"{k}={_scalar(x)}" for k, x in v.items())
+        return ", ".join(f"{k}={scalar(x)}" for k, x in v.items())
     return str(v)
 
 

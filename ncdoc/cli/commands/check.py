@@ -47,16 +47,10 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
-    from ncdoc.engine import Context
     fmt = opt.output_format(args, "lines")
-    snap = opt.load_node(args)
-    env = opt.env_overlay(args, snap.env)
-    if env is not snap.env:
-        snap = snap.replace(env=env)
-    sel = opt.selection(args, default_fail_on="error")
+    _, sel, ctx = opt.node_context(args)
     # Rules that read only logs or nccl-tests output have nothing to judge here.
     sel.rules = [r for r in sel.rules if not ({"log", "tests"} & set(r.needs))]
-    ctx = Context(snapshot=snap, env=env, nccl_version=args.nccl_version)
     report = sel.run(ctx)
     failed = report.fails(sel.fail_on)
     if args.quiet:

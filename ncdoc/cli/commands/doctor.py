@@ -72,15 +72,9 @@ def summary(snap, topo) -> list[tuple[str, object]]:
 
 
 def run(args) -> int:
-    from ncdoc.engine import Context
     from ncdoc.output import render
     fmt = opt.output_format(args, "text")
-    snap = opt.load_node(args)
-    env = opt.env_overlay(args, snap.env)
-    if env is not snap.env:
-        snap = snap.replace(env=env)
-    sel = opt.selection(args, default_fail_on="error")
-    ctx = Context(snapshot=snap, env=env, nccl_version=args.nccl_version)
+    snap, sel, ctx = opt.node_context(args)
     report = sel.run(ctx)
     facts = summary(snap, ctx.topology if not ctx.missing("topology") else None)
     if snap.notes:
