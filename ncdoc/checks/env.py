@@ -21,6 +21,13 @@ _PATH_VARS = ("NCCL_CONF_FILE", "NCCL_TOPO_FILE", "NCCL_DEBUG_FILE", "NCCL_GRAPH
               "NCCL_GRAPH_DUMP_FILE", "NCCL_IBVERBS_LIB")
 
 
+# NCCL_* names that other software sets and NCCL never reads: NVIDIA's CUDA container images record
+# the libnccl package they installed in NCCL_VERSION; build systems (nccl-tests' Makefile, CMake's
+# FindNCCL, PyTorch's setup) locate NCCL through the others. Reporting them would flag every such image.
+_NOT_FOR_NCCL = frozenset({"NCCL_VERSION", "NCCL_HOME", "NCCL_ROOT", "NCCL_ROOT_DIR", "NCCL_DIR",
+                           "NCCL_INCLUDE_DIR", "NCCL_LIB_DIR", "NCCL_LIBRARY", "NCCL_LIBRARIES"})
+
+
 def ev(v) -> Evidence:
     """Evidence for one EnvValue: NAME=value and where it was set."""
     return Evidence(f"{v.name}={v.value}", v.source, v.line)
@@ -42,7 +49,7 @@ def _all_values(ctx: Context):
 def unknown_nccl_var(ctx: Context):
     nv = _vars()
     for v in _all_values(ctx):
-        if nv.lookup(v.name) is not None:
+        if nv.lookup(v.name) is not None or v.name in _NOT_FOR_NCCL:
             continue
         if not v.name.upper().startswith("NCCL_") and not v.name.strip().upper().startswith("NCCL_"):
             continue

@@ -83,6 +83,11 @@ def ev_no_rdma_devices(ctx: Context):
                       fix="Use EFA-enabled instances with aws-ofi-nccl installed (see net-plugin-missing).",
                       severity="warning", subject="rdma")
             continue
+        if multi_node(ctx) is False:
+            yield Hit(f"NCCL found no usable RDMA device{where}: " + "; ".join(why)
+                      + "; this job runs on one node, where NCCL does not use the network", ev,
+                      severity="info", subject="rdma")
+            continue
         yield Hit(f"NCCL found no usable RDMA device{where}: " + "; ".join(why), ev,
                   fix=("Run with the RDMA devices and userspace: docker run --device=/dev/infiniband "
                        "--cap-add=IPC_LOCK (or the RDMA device plugin on Kubernetes), an image with rdma-core / "
@@ -106,11 +111,23 @@ def ev_net_plugin_missing(ctx: Context):
         failed = log.problems_of("net_plugin_init_failed")
         net = env_value(ctx, "NCCL_NET")
         if failed:
-            yield Hit("no network transport could start ('Failed to initialize any NET plugin')"
-                      + (f": NCCL_NET={net} names a network no loaded plugin provides" if net else
-                         ": no net plugin loaded and neither IB nor sockets found a usable device"),
-                      merge_evidence(env_evidence(ctx, "NCCL_NET"), cite_problems(log, failed, 2)),
+            # NCCL tries IB, then Socket, unless NCCL_NET names one: IB failing with Socket never tried
+            # means the job's NCCL_NET (not always printed) left NCCL nothing else
+            socket_tried = "Socket" in plugin.initialized or any(i.role == "net" for i in log.socket_ifaces)
+            only_ib = not net and log.ib_no_device and not socket_tried
+            if net:
+                why = f": NCCL_NET={net} names a network no loaded plugin provides"
+            elif only_ib:
+                why = (": IB found no device and NCCL never tried its Socket transport, so something limits it "
+                       "to IB: NCCL_NET=IB in the job's environment (NCCL does not always print it)")
+            else:
+                why = ": no net plugin loaded and neither IB nor sockets found a usable device"
+            yield Hit("no network transport could start ('Failed to initialize any NET plugin')" + why,
+                      merge_evidence(env_evidence(ctx, "NCCL_NET"), cite_problems(log, failed, 2),
+                                     cite_kind(log, "ib_no_device", limit=1)),
                       fix="Install the plugin NCCL_NET asks for, or unset NCCL_NET." if net else
+                          "Unset NCCL_NET (NCCL then falls back to sockets) or make the RDMA devices visible to "
+                          "the job (ibv_devinfo must list them)." if only_ib else
                           "Check that the RDMA devices and an IP interface are visible to the job (ibv_devinfo, "
                           "ip addr), and that NCCL_IB_HCA / NCCL_SOCKET_IFNAME match them.",
                       severity="error", subject="NCCL_NET")

@@ -201,6 +201,12 @@ def multi_node(ctx: Context) -> bool | None:
         nranks, local = _int(getattr(log, "nranks", None)), _int(getattr(log, "local_ranks", None))
         if nranks and local:
             return nranks > local
+    for log in ctx.logs:
+        # every rank of every communicator logged its Init START, all from one host: a one-node job
+        # even when init failed before NCCL printed nNodes
+        comms = [c for c in getattr(log, "comms", ()) if c.nranks]
+        if comms and getattr(log, "host_count", 0) == 1 and all(c.init_start >= c.nranks for c in comms):
+            return False
     return None
 
 

@@ -13,6 +13,7 @@ import re
 from ncdoc.errors import InputError
 from ncdoc.snapshot import PathMatrix, Status
 
+_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _PATH = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|C2C|NVB|P2C|PXN")
 _PATHS_GLUED = re.compile(rf"(?:{_PATH.pattern})+")
 _LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
@@ -83,6 +84,8 @@ def _strip_host_prefix(lines: list[str]) -> list[str]:
 
 def parse_topo_matrix(text: str, source: str = "") -> PathMatrix:
     """Parse the first GPU/NIC matrix in `text`; InputError when there is none."""
+    # nvidia-smi underlines the header row with terminal escapes even when writing to a file
+    text = _ESCAPE.sub("", text)
     lines = _strip_host_prefix(text.replace("\r\n", "\n").replace("\r", "\n").split("\n"))
     start = next((k for k, ln in enumerate(lines) if _is_header(ln.split())), None)
     notes_truncated = False

@@ -28,6 +28,8 @@ SITE_GLOBS = (
     "/usr/lib/python3*/site-packages", "/usr/lib/python3*/dist-packages",
     "/usr/local/lib/python3*/site-packages", "/usr/local/lib/python3*/dist-packages",
     "/opt/conda/lib/python3*/site-packages",
+    # virtual environments images put under /opt (/opt/torch/.venv, /opt/venv)
+    "/opt/*/.venv/lib/python3*/site-packages", "/opt/*/lib/python3*/site-packages",
 )
 _SO_VERSION = re.compile(r"libnccl\.so\.(\d+\.\d+\.\d+)")
 _DIST_INFO = re.compile(r"^(nvidia_nccl_cu\d+)-(\d+\.\d+\.\d+)[^/]*\.dist-info$")
