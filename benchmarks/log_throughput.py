@@ -10,6 +10,7 @@ in a child process; RUSAGE_CHILDREN), and the ratio.
 
     .venv/bin/python benchmarks/log_throughput.py                 # 512 MB
     .venv/bin/python benchmarks/log_throughput.py --size 64 --noise 0.5
+    .venv/bin/python benchmarks/log_throughput.py --floors        # + pure-Python ceilings
 """
 
 from __future__ import annotations
@@ -196,13 +197,57 @@ def time_ncdoc(path: Path) -> tuple[float, int, dict]:
     return result["seconds"], max(peak_kb, before), result
 
 
+def time_floors(path: Path) -> list[tuple[str, float]]:
+    """Seconds for what any pure-Python reader of this file must at least do, best of three each.
+
+    Shows where the target sits against the interpreter itself: one Python test per line, and
+    the C regex passes ncdoc runs per block (before it reads a single fact), each alone.
+    """
+    sys.path.insert(0, str(ROOT))
+    from ncdoc.evidence import nccl_log_patterns as P
+
+    def lines() -> None:
+        with path.open("rb") as fh:
+            for _ in fh:
+                pass
+
+    def test_each_line() -> None:
+        with path.open("rb") as fh:
+            for line in fh:
+                if b"NCCL WARN" in line:
+                    pass
+
+    def blocks(fn) -> None:
+        with path.open("rb") as fh:
+            while block := fh.read(4 << 20):
+                fn(block)
+
+    cases = [("for line in file", lines), ("one `in` test per line", test_each_line),
+             ("VIA pass (C regex)", lambda: blocks(P.VIA.findall)),
+             ("AGG pass (C regex)", lambda: blocks(P.AGG.findall)),
+             ("SCAN pass (C regex)", lambda: blocks(P.SCAN.findall))]
+    out = []
+    for name, fn in cases:
+        best = float("inf")
+        for _ in range(3):
+            t = time.perf_counter()
+            fn()
+            best = min(best, time.perf_counter() - t)
+        out.append((name, best))
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--size", type=int, default=512, help="log size in MB (default 512)")
     ap.add_argument("--noise", type=float, default=0.0,
                     help="chance of an application line after each NCCL line (default 0: init lines only)")
     ap.add_argument("--keep", help="also copy the generated log to this path")
+    ap.add_argument("--floors", action="store_true",
+                    help="also time what any pure-Python reader must do (a line loop, ncdoc's regex passes)")
     args = ap.parse_args(argv)
+    if not 0 <= args.noise < 1:
+        ap.error("--noise is a probability: 0 <= NOISE < 1")
     tmp = Path(tempfile.mkdtemp(prefix="ncdoc-bench-"))
     try:
         log = tmp / "nccl.log"
@@ -223,6 +268,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ncdoc nccl_log     : {mb / ncdoc_s:8.0f} MB/s  ({ncdoc_s:.2f} s), peak RSS {rss_kb / 1024:.0f} MB")
         print(f"ratio ncdoc/grep   : {grep_s / ncdoc_s:8.3f}  (target >= 0.25; peak RSS target < 200 MB)")
         print(f"facts: {facts}")
+        if args.floors:
+            passes = 0.0
+            for name, sec in time_floors(log):
+                passes += sec if "pass" in name else 0.0
+                print(f"  floor {name:26s}: {mb / sec:8.0f} MB/s  ratio {grep_s / sec:.3f}")
+            print(f"  floor {'three passes together':26s}: {mb / passes:8.0f} MB/s  ratio {grep_s / passes:.3f}")
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0

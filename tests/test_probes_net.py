@@ -8,7 +8,8 @@ import pytest
 
 from ncdoc.machines import build_machine
 from ncdoc.probes.hcas import probe_hcas
-from ncdoc.probes.net import parse_if_inet6, parse_ip_json, parse_ip_oneline, probe_net
+from ncdoc.probes.net import (ipv4_from_proc, parse_fib_local, parse_if_inet6, parse_ip_json, parse_ip_oneline,
+                              probe_net)
 from ncdoc.probes.sysfs import SysfsReader
 
 IP_J = json.dumps([
@@ -66,3 +67,64 @@ def test_without_recorded_addresses_a_tree_falls_back_to_if_inet6(tmp_path):
     net, notes = probe_net(fs, probe_hcas(fs)[0])
     assert {n.name: n.addresses for n in net.interfaces}["enp5s0"] == ("fe80::1/64",)
     assert notes == ["IPv4 addresses unknown: only /proc/net/if_inet6 could be read"]
+
+
+# The kernel's own formats: /proc/net/fib_trie (Main and Local tables) and /proc/net/route
+# (little-endian hex). A node with a docker bridge and a routed default: gateway routes hold no address.
+FIB_TRIE = """Main:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 0.0.0.0
+        /0 universe UNICAST
+     +-- 10.12.0.0/16 2 0 2
+        +-- 10.12.4.0/30 2 0 2
+           |-- 10.12.4.0
+              /16 link UNICAST
+           |-- 10.12.4.17
+              /32 host LOCAL
+        |-- 10.12.255.255
+           /32 link BROADCAST
+     +-- 127.0.0.0/8 2 0 2
+        +-- 127.0.0.0/31 1 0 0
+           |-- 127.0.0.0
+              /32 link BROADCAST
+              /8 host LOCAL
+           |-- 127.0.0.1
+              /32 host LOCAL
+        |-- 127.255.255.255
+           /32 link BROADCAST
+     |-- 172.17.0.1
+        /32 host LOCAL
+Local:
+  +-- 0.0.0.0/0 3 0 5
+     |-- 10.12.4.17
+        /32 host LOCAL
+     |-- 127.0.0.1
+        /32 host LOCAL
+     |-- 172.17.0.1
+        /32 host LOCAL
+"""
+ROUTE = ("Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
+         "enp5s0\t00000000\t01000C0A\t0003\t0\t0\t100\t00000000\t0\t0\t0\n"
+         "enp5s0\t00000C0A\t00000000\t0001\t0\t0\t100\t0000FFFF\t0\t0\t0\n"
+         "docker0\t000011AC\t00000000\t0001\t0\t0\t0\t0000FFFF\t0\t0\t0\n")
+
+
+def test_ipv4_from_the_routing_tables():
+    assert parse_fib_local(FIB_TRIE) == ["10.12.4.17", "127.0.0.1", "172.17.0.1"]
+    assert ipv4_from_proc(FIB_TRIE, ROUTE) == {"enp5s0": ["10.12.4.17/16"], "lo": ["127.0.0.1/8"],
+                                               "docker0": ["172.17.0.1/16"]}
+
+
+def test_a_tree_without_ip_output_reads_ipv4_from_proc(tmp_path):
+    machine = build_machine("workstation-2gpu", tmp_path)
+    (tmp_path / "root/.ncdoc/ip-addr.json").unlink()
+    proc = tmp_path / "root/proc/net"
+    proc.mkdir(parents=True)
+    (proc / "fib_trie").write_text(FIB_TRIE)
+    (proc / "route").write_text(ROUTE)
+    (proc / "if_inet6").write_text("fe800000000000000000000000000001 02 40 20 80   enp5s0\n")
+    fs = SysfsReader(machine.root)
+    net, notes = probe_net(fs, probe_hcas(fs)[0])
+    assert notes == []
+    assert {n.name: n.addresses for n in net.interfaces}["enp5s0"] == ("10.12.4.17/16", "fe80::1/64")
+    assert net.status.source.endswith("/proc/net/fib_trie+route+if_inet6")

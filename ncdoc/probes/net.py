@@ -1,7 +1,9 @@
 """IP interfaces from /sys/class/net, with addresses from `ip -j addr` (live) or a recorded copy.
 
 Addresses are the one fact sysfs does not hold. On the live node `ip -j addr show` is run
-with a timeout; without `ip`, /proc/net/if_inet6 still gives the IPv6 ones. A fake or
+with a timeout; without `ip` (containers often lack iproute2), /proc/net/if_inet6 gives the
+IPv6 ones and the kernel's routing tables the IPv4 ones: /proc/net/fib_trie lists the local
+addresses, /proc/net/route which interface holds each subnet. A fake or
 captured tree may carry the JSON output of `ip -j addr show` as <root>/.ncdoc/ip-addr.json,
 which is parsed by the same code.
 """
@@ -63,6 +65,57 @@ def parse_if_inet6(text: str) -> dict[str, list[str]]:
     return out
 
 
+def parse_fib_local(text: str) -> list[str]:
+    """/proc/net/fib_trie -> the host's own IPv4 addresses ("|-- 10.0.0.11" then "/32 host LOCAL")."""
+    out: dict[str, None] = {}
+    last = None
+    for line in text.splitlines():
+        s = line.strip()
+        if s.startswith("|-- "):
+            last = s[4:].strip()
+        elif last and s.startswith("/32 host LOCAL"):
+            out.setdefault(last, None)
+            last = None
+    return list(out)
+
+
+def _hex_ip(value: str) -> int:
+    """/proc/net/route's little-endian hex ("000200C0" = 192.0.2.0) as an address integer."""
+    return int.from_bytes(bytes.fromhex(value), "little")
+
+
+def ipv4_from_proc(fib_trie: str, route: str, loopback: str = "lo") -> dict[str, list[str]]:
+    """IPv4 addresses per interface from the routing tables: each local address goes to the
+    interface whose directly connected subnet (no gateway) holds it, the longest prefix winning;
+    127/8 goes to the loopback interface."""
+    subnets: list[tuple[int, int, int, str]] = []          # (prefix length, network, mask, interface)
+    for line in route.splitlines()[1:]:
+        f = line.split()
+        if len(f) < 8:
+            continue
+        try:
+            dest, gateway, mask = _hex_ip(f[1]), _hex_ip(f[2]), _hex_ip(f[7])
+        except ValueError:
+            continue
+        if gateway == 0 and mask:
+            subnets.append((bin(mask).count("1"), dest & mask, mask, f[0]))
+    subnets.sort(reverse=True)
+    out: dict[str, list[str]] = {}
+    for addr in parse_fib_local(fib_trie):
+        try:
+            value = int(ipaddress.IPv4Address(addr))
+        except ValueError:
+            continue
+        if value >> 24 == 127:
+            out.setdefault(loopback, []).append(f"{addr}/8")
+            continue
+        for plen, net, mask, iface in subnets:
+            if value & mask == net:
+                out.setdefault(iface, []).append(f"{addr}/{plen}")
+                break
+    return out
+
+
 def _run_ip(args: list[str]) -> str | None:
     ip = shutil.which("ip")
     if not ip:
@@ -93,9 +146,15 @@ def read_addresses(fs: SysfsReader) -> tuple[dict[str, list[str]] | None, str]:
         if text:
             return parse_ip_oneline(text), "ip -o addr"
     inet6 = fs.text("/proc/net/if_inet6")
-    if inet6 is not None:
-        return parse_if_inet6(inet6), "/proc/net/if_inet6 (IPv6 only)"
-    return None, ""
+    fib, route = fs.text("/proc/net/fib_trie"), fs.text("/proc/net/route")
+    if fib is None or route is None:
+        if inet6 is not None:
+            return parse_if_inet6(inet6), "/proc/net/if_inet6 (IPv6 only)"
+        return None, ""
+    found = ipv4_from_proc(fib, route)
+    for name, addrs in (parse_if_inet6(inet6) if inet6 else {}).items():
+        found.setdefault(name, []).extend(addrs)
+    return found, "/proc/net/fib_trie+route" + ("+if_inet6" if inet6 is not None else "")
 
 
 def _kind(fs: SysfsReader, name: str, base: str, virtual: bool, arp_type: int | None) -> str:
