@@ -120,7 +120,20 @@ def suggest(name: str, *, n: int = 3) -> list[str]:
         return [cleaned]
     if not cleaned.startswith("NCCL_"):
         cleaned = "NCCL_" + cleaned
-    return difflib.get_close_matches(cleaned, candidates, n=n, cutoff=0.75)
+    close = difflib.get_close_matches(cleaned, candidates, n=n, cutoff=0.75)
+    # a typo is a letter or two, or a name cut short or run on (SUBSYSTEM for SUBSYS): similar-looking
+    # names further away (NCCL_TESTS_SRC -> NCCL_TESTS_SPLIT) would be bad advice
+    return [c for c in close if _edits(cleaned, c) <= 2 or c.startswith(cleaned) or cleaned.startswith(c)]
+
+
+def _edits(a: str, b: str) -> int:
+    """Levenshtein distance."""
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+    return row[-1]
 
 
 __all__ = ["DATA", "catalog_version", "lookup", "names", "read_by", "suggest"]

@@ -92,7 +92,8 @@ def _has_log(facts: Any) -> bool:
 
 
 def _has_tests(facts: Any) -> bool:
-    return bool(getattr(facts, "rows", ()) or getattr(facts, "headers", 0) or getattr(facts, "devices", ()))
+    return bool(getattr(facts, "rows", ()) or getattr(facts, "headers", 0) or getattr(facts, "devices", ())
+                or getattr(facts, "failures", ()))
 
 
 def _parse_run_text(lines: Sequence[str], path: str) -> tuple[Any | None, Any | None]:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ncdoc.bandwidth import Expectation
 from ncdoc.checks.evidence_common import job_nodes, local_gpus
+from ncdoc.checks.evidence_tests import one_rank
 from ncdoc.engine import Context
 
 
@@ -109,6 +110,11 @@ def build_facts(ctx: Context, ev: Any, exp: Expectation) -> dict[str, Any]:
     expected = exp.to_dict()
     expected["achieved_busbw_gbps"] = peak
     expected["achieved_pct"] = exp.achieved_pct(peak)
+    single = [r for r in (one_rank(t) for t in tests) if r]
+    if tests and len(single) == len(tests):
+        # one rank crosses no link: its busbw is no measure of what the hardware should give
+        expected["achieved_pct"] = None
+        expected["not_comparable"] = single[0]
     facts: dict[str, Any] = {
         "nccl_version": ctx.nccl_version,
         "transport": transport,

@@ -160,3 +160,82 @@ def test_file_entry_point_errors(tmp_path):
     (tmp_path / "bin").write_bytes(b"\x00\x01\x02" * 100)
     with pytest.raises(InputError, match="binary"):
         parse_nccl_tests_file(tmp_path / "bin")
+
+
+# ---------------------------------------------------------------- failure lines (src/common.h printf formats)
+
+def test_cudacheck_failure_line():
+    f = parse_nccl_tests(["# nThread 1 nGpus 8 minBytes 8 maxBytes 8589934592 step: 2(factor) warmup iters: 1 "
+                          "iters: 20 agg iters: 1 validation: 1 graph: 0 unalign: 0",
+                          "node01: Test CUDA failure common.cu:892 'out of memory'",
+                          " .. node01 pid 4012: Test failure common.cu:1190"])
+    cuda, relay = f.failures
+    assert (cuda.kind, cuda.host, cuda.pid, cuda.location, cuda.error, cuda.line) == (
+        "cuda", "node01", None, "common.cu:892", "out of memory", 2)
+    assert cuda.error_name == "cudaErrorMemoryAllocation" and cuda.meaning == "the GPU ran out of memory"
+    assert (relay.kind, relay.host, relay.pid, relay.location) == ("test", "node01", 4012, "common.cu:1190")
+    assert f.failures_seen == 2 and f.failure_note is None and f.rows == ()
+
+
+def test_ncclcheck_failure_lines_new_and_old_with_mpirun_tags():
+    f = parse_nccl_tests([
+        "[1,3]<stdout>:gpu-b7: Test NCCL failure common.cu:1011 'unhandled system error (run with NCCL_DEBUG=INFO "
+        "for details) / socketStartConnect: Connect to 10.1.2.3<52313> failed : Software caused connection abort'",
+        "[1,3]<stdout>: .. gpu-b7 pid 20417: Test failure common.cu:1114",
+        "[1,5]<stdout>:gpu-b9: Test NCCL failure common.cu:742 'unhandled cuda error'",
+        "[1,6]<stdout>:gpu-b9: Test NCCL failure common.cu:742 'invalid usage (run with NCCL_DEBUG=WARN for "
+        "details) / '"])
+    new, relay, old, empty_last = f.failures
+    assert (new.kind, new.host, new.location) == ("nccl", "gpu-b7", "common.cu:1011")
+    assert new.error == "unhandled system error (run with NCCL_DEBUG=INFO for details)"
+    assert new.last_error == "socketStartConnect: Connect to 10.1.2.3<52313> failed : Software caused connection abort"
+    assert new.error_name == "ncclSystemError" and not new.text.startswith("[1,3]")
+    assert (relay.kind, relay.host, relay.pid) == ("test", "gpu-b7", 20417)
+    assert (old.error, old.last_error, old.error_name) == ("unhandled cuda error", "", "ncclUnhandledCudaError")
+    assert (empty_last.error_name, empty_last.last_error) == ("ncclInvalidUsage", "")
+
+
+def test_testcheck_lines_take_the_stderr_message_before_them():
+    f = parse_nccl_tests(["$ ./build/all_reduce_perf -g 8",
+                          "# nThread 1 nGpus 8 minBytes 8 maxBytes 8 step: 2(factor) warmup iters: 1 iters: 20 "
+                          "agg iters: 1 validation: 1 graph: 0 unalign: 0",
+                          "#",
+                          "# Using devices",
+                          "Invalid number of GPUs: 8 requested but only 2 were found.",
+                          "Please check the number of processes and GPUs per process.",
+                          " .. 10-0-0-7 pid 311: Test failure common.cu:1454",
+                          " .. 10-0-0-7 pid 311: Test failure common.cu:1644"])
+    assert [x.location for x in f.failures] == ["common.cu:1454", "common.cu:1644"]
+    assert {x.host for x in f.failures} == {"10-0-0-7"} and f.rows == () and not f.truncated
+    assert (f.failure_note.line, f.failure_note.text) == (
+        5, "Invalid number of GPUs: 8 requested but only 2 were found.")
+    facts = f.to_facts()
+    json.dumps(facts)
+    assert facts["failures"][0] == {"kind": "test", "host": "10-0-0-7", "pid": 311, "location": "common.cu:1454",
+                                    "error": "", "last_error": "", "error_name": None, "meaning": "", "line": 7}
+    assert facts["failures_seen"] == 2 and facts["failure_note"]["line"] == 5
+    assert {"collective", "peak_busbw_gbps", "rows", "errors", "nccl_lines", "truncation"} <= set(facts)
+
+
+def test_failure_note_is_only_free_text_right_before_the_failure():
+    row = ("    33554432       8388608     float     sum      -1   1210.4   27.72   51.98      0   1198.3   28.00   "
+           "52.50      0")
+    f = parse_nccl_tests(["some earlier warning text", row, "node03: Test NCCL failure common.cu:1011 "
+                          "'remote process exited or there was a network error / '"])
+    assert f.failure_note is None and len(f.rows) == 1 and f.failures[0].error_name == "ncclRemoteError"
+    f = parse_nccl_tests(["$ mpirun -np 2 ./all_reduce_perf", " .. node01 pid 9: Test failure common.cu:1454"])
+    assert f.failure_note is None
+
+
+def test_not_failure_lines_and_the_bound():
+    f = parse_nccl_tests(["Test failures: 0 of 12", "node01: Test CUDA failure in the docs, no location",
+                          "# Avg bus bandwidth    : 12.5"])
+    assert f.failures == () and f.failures_seen == 0
+    lines = [f" .. node{i:03d} pid {i}: Test failure common.cu:1454" for i in range(100)]
+    f = parse_nccl_tests(lines)
+    assert len(f.failures) == 32 and f.failures_seen == 100 and f.failures[-1].host == "node031"
+
+
+def test_json_output_has_no_failures():
+    f = fixture("nccl_tests_alltoall.json")
+    assert f.failures == () and f.to_facts()["failures"] == [] and f.to_facts()["failure_note"] is None

@@ -1,5 +1,8 @@
-"""Checks over nccl-tests output: wrong results, ranks that never formed one job, busbw shape and level.
+"""Checks over nccl-tests output: runs that failed, wrong results, ranks that never formed one job, busbw
+shape and level.
 
+A run with one rank in total (`one_rank`) moves no data over any link, so its busbw is compared with
+nothing: busbw_below_line_rate says so once, as info, and the other bandwidth checks pass it by.
 Bandwidth figures come from ncdoc.bandwidth (calibrated against anchors.md); nccl-tests prints
 GB/s as 1e9 bytes/s, which is what the port rate / 8 gives too.
 """
@@ -54,6 +57,66 @@ def _ev(t: Any, *pts: Point) -> tuple[Evidence, ...]:
     return cite(t, pts)
 
 
+def one_rank(t: Any) -> str | None:
+    """Why this output is a run with one rank in total, or None when it is not (or cannot be told).
+
+    Rank 0 prints every rank's device line, MPI ranks included, so a whole listing that names rank 0 alone,
+    with nThread x nGpus 1, is one rank. Without a listing: busbw = algbw x (n-1)/n (2(n-1)/n for all_reduce)
+    is 0 at every size while algbw is not only for n = 1; tests whose factor is 1 cannot show it this way.
+    """
+    devices = getattr(t, "devices", ()) or ()
+    if devices:
+        if {d.rank for d in devices} != {0} or any("device line" in x for x in getattr(t, "truncation", ())):
+            return None
+        if (getattr(t, "nthread", None) or 1) * (getattr(t, "ngpus", None) or 1) != 1:
+            return None
+        procs = {(d.host, d.pid) for d in devices}
+        if len(procs) > 1:      # separate jobs (nccl_tests_not_one_job): each of them one rank
+            return f"each of {len(procs)} separate processes lists rank 0 alone"
+        d = devices[0]
+        return f"the only device listed is rank 0 on {d.host}{', ' + d.name if d.name else ''}"
+    rows = [r for r in getattr(t, "rows", ()) or () if r.busbw is not None]
+    algbw = max((g.algbw for r in rows for g in (r.oop, r.ip) if g is not None and g.algbw is not None),
+                default=0.0)
+    if rows and algbw >= 1.0 and all(r.busbw == 0 for r in rows):
+        return f"busbw is 0 at every size while algbw reaches {algbw:g} GB/s, which only n = 1 gives"
+    return None
+
+
+def _one_rank_hit(t: Any, why: str) -> Hit:
+    coll = getattr(t, "collective", None)
+    pts = points(t)
+    peak = _peak(t)
+    if peak is None or peak.busbw == 0:
+        factor = "2(n-1)/n" if coll == "all_reduce" else "(n-1)/n"
+        what = f"{coll or 'its'} busbw is 0 by definition (busbw = algbw x {factor}, n = 1)"
+        shown = max(pts, key=lambda p: p.size) if pts else None     # the largest size: algbw > 0, busbw 0
+    else:
+        what = f"{coll or 'the test'} only copies inside one GPU (busbw {peak.busbw:g} GB/s is that copy)"
+        shown = peak
+    return Hit(f"nccl-tests ran with one rank in total ({why}): one rank moves no data over NVLink or the "
+               f"network, so {what} and says nothing about the links",
+               merge_evidence(cite_kind(t, "header", limit=1), _ev(t, shown) if shown else (),
+                              cite_kind(t, "summary", limit=1)),
+               fix="To measure the links run one rank per GPU: -g N on one node (N GPUs), or one process per GPU "
+                   "with MPI (mpirun -np N ... -g 1).",
+               severity="info", subject="one-rank")
+
+
+def _failure_cause(t: Any, root: Any) -> str:
+    where = f"{root.location} on {root.host}"
+    if root.kind == "cuda":
+        return f"CUDA error '{root.error}'" + (f" ({root.meaning})" if root.meaning else "") + f" at {where}"
+    if root.kind == "nccl":
+        return (f"NCCL error '{root.error}'" + (f" ({root.error_name})" if root.error_name else "")
+                + (f": {root.last_error}" if root.last_error else "") + f" at {where}")
+    note = getattr(t, "failure_note", None)
+    if note is not None:
+        return f"{note.text.strip().rstrip('.')} (Test failure {where})"
+    return (f"Test failure {where}, with no message before it (nccl-tests prints some errors on stderr: "
+            "capture it too, 2>&1)")
+
+
 # ---------------------------------------------------------------- correctness and the job
 
 @check("nccl_tests_wrong_results")
@@ -71,6 +134,27 @@ def nccl_tests_wrong_results(ctx: Context):
             msg += f" and {oob} out-of-bounds value(s)"
         yield Hit(msg + ": the collective returned corrupt data, so its bandwidth means nothing",
                   merge_evidence(_ev(t, *bad[:3]), cite_kind(t, "summary", limit=1)), subject="wrong")
+
+
+@check("nccl_tests_failed")
+def nccl_tests_failed(ctx: Context):
+    for t in need_tests(ctx):
+        fails = getattr(t, "failures", ()) or ()
+        if not fails:
+            continue
+        # the CUDA/NCCL line is the cause; the TESTCHECK lines relay it up the call stack
+        root = next((x for x in fails if x.kind != "test"), fails[0])
+        before = {r.size for r in getattr(t, "rows", ()) if r.line and r.line < fails[0].line}
+        prog = f"{t.collective}_perf" if getattr(t, "collective", None) else "nccl-tests"
+        when = (f"{prog} stopped before measuring" if not before else
+                f"{prog} failed after measuring {len(before)} size(s)")
+        msg = f"{when}: {_failure_cause(t, root)}"
+        hosts = sorted({x.host for x in fails})
+        if len(hosts) > 1:
+            msg += f"; failures on {len(hosts)} hosts ({', '.join(hosts[:4])})"
+        note = getattr(t, "failure_note", None) if root.kind == "test" else None
+        yield Hit(msg, merge_evidence(cite(t, (note,)), cite(t, (root,)), cite(t, fails[:3]), limit=4),
+                  subject="failed")
 
 
 def _empty_runs(t: Any) -> list[int]:
@@ -119,6 +203,8 @@ def nccl_tests_not_one_job(ctx: Context):
 @check("busbw_collapse")
 def busbw_collapse(ctx: Context):
     for t in need_tests(ctx):
+        if one_rank(t):
+            continue        # no link carries the data, so a drop says nothing about one (busbw_below_line_rate says so)
         peak: Point | None = None
         prev: Point | None = None
         for p in points(t):
@@ -153,8 +239,17 @@ def _peak(t: Any) -> Point | None:
 @check("busbw_below_line_rate")
 def busbw_below_line_rate(ctx: Context):
     tests = need_tests(ctx)
+    single = {id(t): why for t in tests if (why := one_rank(t))}
+    for t in tests:
+        if id(t) in single:
+            yield _one_rank_hit(t, single[id(t)])
+    tests = [t for t in tests if id(t) not in single]
+    if not tests:
+        return
     exp = job_expectation(ctx)
     if not exp.known:
+        if single:
+            return          # a Skip now would drop the one-rank notes above with it
         raise Skip("expected bandwidth unknown: give node evidence (ibstat, ibv_devinfo, a snapshot) or "
                    "--nic-gbps N --nics K")
     for t in tests:
@@ -193,7 +288,7 @@ def two_node_tree_overstates(ctx: Context):
     exp = job_expectation(ctx)
     for t in tests:
         peak = _peak(t)
-        if peak is None:
+        if peak is None or one_rank(t):
             continue
         over = exp.network_busbw is not None and peak.busbw > exp.network_busbw
         msg = ("two nodes with the default algorithm: Tree/NVLSTree all-reduce sends only part of the data "

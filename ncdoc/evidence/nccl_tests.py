@@ -19,8 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from ncdoc.evidence.citation import Evidence
+from ncdoc.evidence.error_codes import NCCL_RESULT, NCCL_RESULT_BY_TEXT, cuda_error
 
 MAX_ROWS = 20000
+MAX_FAILURES = 32          # failure lines kept; every process prints its own, up its call stack
 
 
 @dataclass(frozen=True)
@@ -63,6 +65,26 @@ class Device:
     name: str = ""                     # "NVIDIA H100 80GB HBM3"
     run: int = 0
     line: int = 0
+
+
+@dataclass(frozen=True)
+class Failure:
+    """One failure line of nccl-tests (src/common.h CUDACHECK, NCCLCHECK, TESTCHECK)."""
+    kind: str                          # "cuda" | "nccl" | "test" (TESTCHECK: relayed up the call stack)
+    host: str                          # hostname up to its first dot, as getHostName gives it
+    pid: int | None                    # TESTCHECK lines only
+    file: str                          # nccl-tests source file: "common.cu"
+    source_line: int                   # line in that source file
+    error: str = ""                    # cudaGetErrorString / ncclGetErrorString text
+    last_error: str = ""               # ncclGetLastError (NCCL >= 2.13), "" when empty or absent
+    error_name: str | None = None      # "cudaErrorMemoryAllocation", "ncclSystemError" (error_codes tables)
+    meaning: str = ""                  # a CUDA error's one-line meaning from error_codes, else ""
+    line: int = 0                      # line in the output
+    text: str = ""                     # the line, launcher tag removed
+
+    @property
+    def location(self) -> str:
+        return f"{self.file}:{self.source_line}"
 
 
 @dataclass(frozen=True)
@@ -112,6 +134,9 @@ class NcclTestsFacts:
     nccl_lines: int = 0                # interleaved NCCL INFO/WARN lines, left to the log parser
     env: dict[str, str] = field(default_factory=dict)   # JSON output: the NCCL_* environment of the run
     run_summaries: tuple[dict[str, Any], ...] = ()      # per run: ranks, hosts, pids, rows, peak, average
+    failures: tuple[Failure, ...] = ()  # "Test CUDA/NCCL failure" and " .. Test failure" lines, in order
+    failures_seen: int = 0             # all failure lines, also those beyond MAX_FAILURES
+    failure_note: Evidence | None = None   # the free-text line that explains the first failure
     evidence: dict[str, tuple[Evidence, ...]] = field(default_factory=dict)
 
     def to_facts(self) -> dict[str, Any]:
@@ -148,6 +173,35 @@ def parse_nccl_tests_file(path: str | Path) -> NcclTestsFacts:
             raise InputError(f"not valid JSON ({exc})", path=str(path)) from None
         return parse_nccl_tests_json(data, str(path))
     return parse_nccl_tests(text.splitlines(), str(path))
+
+
+# src/common.h: CUDACHECK "%s: Test CUDA failure %s:%d '%s'", NCCLCHECK "%s: Test NCCL failure %s:%d '%s / %s'"
+# (NCCL >= 2.13; '%s' before), TESTCHECK " .. %s pid %d: Test failure %s:%d". getHostName cuts the name at
+# its first dot, so a host holds no ':'; searched, not matched, so a launcher prefix in front does not matter.
+_CHECK_FAIL = re.compile(r"([^\s:]+): Test (CUDA|NCCL) failure (\S+?):(\d+) '(.*?)'?\s*$")
+_TEST_FAIL = re.compile(r"\.\. (\S+) pid (\d+): Test failure (\S+?):(\d+)\s*$")
+
+
+def parse_failure(text: str, line: int = 0) -> Failure | None:
+    """A Failure from one output line (launcher tag removed), None when it is no failure line."""
+    if "Test " not in text or "failure" not in text:
+        return None
+    m = _TEST_FAIL.search(text)
+    if m:
+        return Failure("test", m.group(1), int(m.group(2)), m.group(3), int(m.group(4)), line=line,
+                       text=text.strip())
+    m = _CHECK_FAIL.search(text)
+    if m is None:
+        return None
+    host, lib, file, src, msg = m.group(1), m.group(2), m.group(3), int(m.group(4)), m.group(5)
+    if lib == "CUDA":
+        _, name, meaning = cuda_error(None, msg)
+        return Failure("cuda", host, None, file, src, msg.strip(), "", name, meaning, line, text.strip())
+    # ncclGetErrorString texts hold no " / ", so the first one separates the last error
+    error, _, last = msg.partition(" / ")
+    code = next((c for t, c in NCCL_RESULT_BY_TEXT.items() if error.strip().lower().startswith(t.lower())), None)
+    return Failure("nccl", host, None, file, src, error.strip(), last.strip(),
+                   NCCL_RESULT[code][0] if code is not None else None, "", line, text.strip())
 
 
 _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")

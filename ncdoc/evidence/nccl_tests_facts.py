@@ -7,7 +7,10 @@ ranks (device lines), hosts, n (ranks), nthread, ngpus, config, rows ({size, cou
 redop, root, busbw_oop, busbw_ip, algbw_oop, algbw_ip, time_oop, time_ip, wrong_oop,
 wrong_ip, complete, run, line}), runs, run_summaries, headers, table_headers, summaries, device_listings,
 duplicate_ranks, truncated, truncation, header_missing, bus_factor, n_implied, tests_version,
-nccl_version, test_env, errors, format, nccl_lines.
+nccl_version, test_env, errors, format, nccl_lines, failures ({kind: cuda|nccl|test, host, pid,
+location "file:line" of nccl-tests' source, error, last_error, error_name, meaning, line}, at most
+MAX_FAILURES), failures_seen (all failure lines), failure_note ({line, text}: the free text that explains
+the first failure, e.g. "Invalid number of GPUs: ...", or None).
 """
 
 from __future__ import annotations
@@ -73,5 +76,10 @@ def tests_facts_dict(f: "NcclTestsFacts") -> dict[str, Any]:
         "test_env": dict(f.env),
         "errors": list(f.errors),
         "nccl_lines": f.nccl_lines,
+        "failures": [{"kind": x.kind, "host": x.host, "pid": x.pid, "location": x.location, "error": x.error,
+                      "last_error": x.last_error, "error_name": x.error_name, "meaning": x.meaning, "line": x.line}
+                     for x in f.failures],
+        "failures_seen": f.failures_seen,
+        "failure_note": f.failure_note.to_dict() if f.failure_note is not None else None,
         "evidence": {k: [e.to_dict() for e in v] for k, v in f.evidence.items()},
     }

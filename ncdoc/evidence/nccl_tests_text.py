@@ -12,9 +12,10 @@ import re
 import statistics
 from typing import Any
 
-from ncdoc.evidence.citation import EvidenceBook
+from ncdoc.evidence.citation import Evidence, EvidenceBook
 from ncdoc.evidence.nccl_tests import (
-    MAX_ROWS, Device, GroupResult, NcclTestsFacts, Row, nccl_version_from_code, number,
+    MAX_FAILURES, MAX_ROWS, Device, Failure, GroupResult, NcclTestsFacts, Row, nccl_version_from_code, number,
+    parse_failure,
 )
 
 # Launcher tags in front of every line: mpirun --tag-output, srun -l, torchrun, pdsh-like "host: ".
@@ -35,6 +36,11 @@ _DATE, _TIME = re.compile(r"^\d{4}-\d\d-\d\d$"), re.compile(r"^\d\d:\d\d:\d\d$")
 # "%6.0le" of old outputs; a large #wrong printed by "%6g" has a decimal point ("1.04858e+06") or a positive
 # exponent with a non-zero digit ("1e+06").
 _OLD_ERROR = re.compile(r"^(?:0[eE][-+]\d\d|\d[eE]-\d\d)$")
+# Messages such as util.cu's "Invalid number of GPUs: ..." go to stderr just before the TESTCHECK lines;
+# of the free text right before the first failure, the first of its last few lines explains it.
+_NOTE_LINES = 6
+# words, and not a shell prompt or `set -x` trace of the command that was run
+_NOTE = re.compile(r"^(?![$>+] ).*[A-Za-z]{3}")
 
 
 class TextParser:
@@ -50,10 +56,19 @@ class TextParser:
         self.per_iter = self.timestamps = self.cputime = False
         self.in_table = False
         self.last_partial: str | None = None
+        self.failures: list[Failure] = []
+        self.failures_seen = 0
+        self.free_text: list[tuple[int, str]] = []   # free-text lines since the last table/comment line
+        self.note: Evidence | None = None
 
     def line(self, number_: int, raw: str) -> None:
         if "NCCL INFO" in raw or "NCCL WARN" in raw or "NCCL TRACE" in raw:
-            self.f["nccl_lines"] += 1
+            # a failure line that another process's NCCL line ran into is still a failure line
+            failure = parse_failure(raw, number_) if "Test " in raw else None
+            if failure is not None:
+                self._failure(failure)
+            else:
+                self.f["nccl_lines"] += 1
             return
         m = _TAG.match(raw)
         text = raw[m.end():] if m else raw
@@ -63,9 +78,27 @@ class TextParser:
         if s.startswith("#"):
             self._comment(number_, s, text)
             self.last_partial = None
+            self.free_text.clear()
             return
-        if s[0].isdigit():
+        failure = parse_failure(s, number_)
+        if failure is not None:
+            self._failure(failure)
+        elif s[0].isdigit():
             self._row(number_, text, s)
+            self.free_text.clear()
+        elif len(self.free_text) < _NOTE_LINES:
+            self.free_text.append((number_, s))
+        else:
+            self.free_text = self.free_text[1:] + [(number_, s)]
+
+    def _failure(self, failure: Failure) -> None:
+        self.failures_seen += 1
+        if not self.failures:
+            note = next((x for x in self.free_text if _NOTE.match(x[1])), None)
+            self.note = Evidence.of(*note) if note else None
+        if len(self.failures) < MAX_FAILURES:
+            self.failures.append(failure)
+        self.book.add("failure", failure.line, failure.text)
 
     # ------------------------------------------------------------ header and footer lines
 
@@ -200,6 +233,8 @@ class TextParser:
             self.f["truncation"].append("the output ends inside a result row")
         if self.rows and not self.f["summaries"]:
             self.f["truncation"].append("no summary after the last result row")
+        self.f["failures"], self.f["failures_seen"], self.f["failure_note"] = (
+            self.failures, self.failures_seen, self.note)
         return derive(self.f, self.rows, self.devices, self.columns, self.per_iter, self.timestamps, self.cputime,
                       self.book, source, "text", {"error": "max_error", "count": "count"}.get(self.layout.get("wrong")))
 
@@ -272,7 +307,8 @@ def derive(f: dict, rows: list[Row], devices: list[Device], columns: tuple, per_
         columns=columns, per_iter_timing=per_iter, timestamps=timestamps, cputime=cputime,
         errors=tuple(f["errors"]), bus_factor=factor, n_implied=_n_implied(factor),
         nccl_lines=f["nccl_lines"], env=dict(f.get("env", {})), run_summaries=_run_summaries(f, rows, devices),
-        evidence=book.freeze())
+        failures=tuple(f.get("failures", ())), failures_seen=f.get("failures_seen", 0),
+        failure_note=f.get("failure_note"), evidence=book.freeze())
 
 
 def _run_summaries(f: dict, rows: list[Row], devices: list[Device]) -> tuple[dict[str, Any], ...]:

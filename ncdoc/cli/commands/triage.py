@@ -113,7 +113,9 @@ def facts_summary(facts: dict[str, Any]) -> list[str]:
     peak = facts.get("peak_busbw_gbps")
     if peak is not None or exp.get("expected_busbw_gbps") is not None:
         s = f"busbw peak {_gbps(peak)}"
-        if exp.get("expected_busbw_gbps") is not None:
+        if exp.get("not_comparable"):
+            s += " (one rank: not a measure of any link)"
+        elif exp.get("expected_busbw_gbps") is not None:
             s += f", expected ~{_gbps(exp['expected_busbw_gbps'])}"
             if exp.get("achieved_pct") is not None:
                 s += f" ({exp['achieved_pct']:.0f} %)"
