@@ -57,6 +57,10 @@ def test_live_snapshot_facts():
     assert [(lib["version"], lib["origin"]) for lib in snap["versions"]["nccl_libs"]] == \
         [("2.28.9", "pip:nvidia-nccl-cu13"), ("2.28.3", "system")]
     assert snap["hcas"]["status"]["state"] == "absent"
+    # no iproute2 in the image: IPv4 from the kernel's routing tables, IPv6 from if_inet6
+    eth0 = next(i for i in snap["net"]["interfaces"] if i["name"] == "eth0")
+    assert eth0["addresses"][0] == "192.0.2.2/24" and "fe80::fc:ff:fe00:1/64" in eth0["addresses"]
+    assert snap["net"]["status"]["source"].endswith("/proc/net/fib_trie+route+if_inet6")
 
 
 def test_check_on_the_captured_node_has_no_warning(capsys):
