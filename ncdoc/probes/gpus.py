@@ -101,9 +101,9 @@ def _nvlinks(calls: _Calls, handle: Any) -> tuple[NvLink, ...]:
     return tuple(links)
 
 
-def _fabric(calls: _Calls, handle: Any) -> tuple[str, int | None]:
-    """(state, clique id) of one GPU's registration with the NVLink fabric manager."""
-    nvml = calls.nvml
+def read_fabric_info(nvml: Any, handle: Any, error_type: type) -> tuple[Any, str | None]:
+    """(fabric info structure, None) from the newest entry point the driver has, or (None, the
+    NVMLError class name) when NVML refuses; (None, "FunctionNotFound") when none exists."""
     for fn_name, struct_name in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v2_t"),
                                  ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
         fn, struct = getattr(nvml, fn_name, None), getattr(nvml, struct_name, None)
@@ -112,17 +112,25 @@ def _fabric(calls: _Calls, handle: Any) -> tuple[str, int | None]:
         info = struct()
         try:
             fn(handle, ctypes.byref(info))
-        except calls.error_type as exc:
+        except error_type as exc:
             kind = type(exc).__name__
             if kind.endswith("FunctionNotFound"):
                 continue              # older driver: try the older entry point
-            return ("not_supported" if kind.endswith("NotSupported") else "unknown"), None
+            return None, kind
         except (AttributeError, TypeError, ctypes.ArgumentError):
             continue
-        if info.status != 0 and info.state == 3:
-            return "failed", int(info.cliqueId)
-        return _FABRIC_STATES.get(int(info.state), "unknown"), int(info.cliqueId)
-    return "unknown", None
+        return info, None
+    return None, "FunctionNotFound"
+
+
+def _fabric(calls: _Calls, handle: Any) -> tuple[str, int | None]:
+    """(state, clique id) of one GPU's registration with the NVLink fabric manager."""
+    info, error = read_fabric_info(calls.nvml, handle, calls.error_type)
+    if info is None:
+        return ("not_supported" if (error or "").endswith("NotSupported") else "unknown"), None
+    if info.status != 0 and info.state == 3:
+        return "failed", int(info.cliqueId)
+    return _FABRIC_STATES.get(int(info.state), "unknown"), int(info.cliqueId)
 
 
 def _fabric_summary(states: list[tuple[str, int | None]]) -> tuple[str | None, str]:

@@ -168,24 +168,12 @@ def record_nvml(nvml: Any) -> dict[str, Any]:
 
 
 def _fabric(nvml: Any, handle: Any) -> dict[str, Any]:
-    import ctypes
+    from ncdoc.probes.gpus import read_fabric_info
 
-    for fn_name, struct_name in (("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfo_v2_t"),
-                                 ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t")):
-        fn, struct = getattr(nvml, fn_name, None), getattr(nvml, struct_name, None)
-        if fn is None or struct is None:
-            continue
-        info = struct()
-        try:
-            fn(handle, ctypes.byref(info))
-        except nvml.NVMLError as exc:
-            if _error_name(exc) == "FunctionNotFound":
-                continue
-            return {"error": _error_name(exc)}
-        except (AttributeError, TypeError, ctypes.ArgumentError):
-            continue
-        return {"state": int(info.state), "status": int(info.status), "clique_id": int(info.cliqueId)}
-    return {"error": "FunctionNotFound"}
+    info, error = read_fabric_info(nvml, handle, nvml.NVMLError)
+    if info is None:
+        return {"error": (error or "Unknown").removeprefix("NVMLError_")}
+    return {"state": int(info.state), "status": int(info.status), "clique_id": int(info.cliqueId)}
 
 
 def _kernel_names(root: Path) -> None:
