@@ -60,6 +60,7 @@ class TriageResult:
     expectation: Expectation
     verdict: Finding | None
     stage_by_code: dict[str, str] = field(default_factory=dict)
+    observed: frozenset[str] = frozenset()     # "code:subject" of findings backed by an observed failure
 
     def exit_code(self, fail_on: str = "error") -> int:
         return 1 if fail_on != "none" and self.report.fails(fail_on) else 0
@@ -80,6 +81,7 @@ class TriageResult:
     def finding_dict(self, f: Finding) -> dict[str, Any]:
         d = f.to_dict()
         d["stage"] = self.stage_of(f)
+        d["observed_failure"] = f"{f.code}:{f.subject}" in self.observed
         d["evidence"] = [dict(e.to_dict(), where=e.where()) for e in f.evidence]
         return d
 
@@ -92,8 +94,11 @@ def _has_log(facts: Any) -> bool:
 
 
 def _has_tests(facts: Any) -> bool:
+    # A paste of the summary lines alone ("# Out of bounds values : 3 FAILED", "# Avg bus bandwidth")
+    # still says whether the results were wrong and what the run averaged.
     return bool(getattr(facts, "rows", ()) or getattr(facts, "headers", 0) or getattr(facts, "devices", ())
-                or getattr(facts, "failures", ()))
+                or getattr(facts, "failures", ()) or getattr(facts, "summaries", 0)
+                or getattr(facts, "out_of_bounds", None) is not None)
 
 
 def _parse_run_text(lines: Sequence[str], path: str) -> tuple[Any | None, Any | None]:
@@ -104,6 +109,17 @@ def _parse_run_text(lines: Sequence[str], path: str) -> tuple[Any | None, Any | 
     log = parse_nccl_log(lines, source=path)
     tests = parse_nccl_tests(lines, source=path)
     return (log if _has_log(log) else None), (tests if _has_tests(tests) else None)
+
+
+def _launch_of_run(lines: Sequence[str], path: str, launch: list[Any]) -> tuple[str, ...]:
+    """The settings on a launch line pasted with a run (`mpirun -x NCCL_IB_DISABLE=1 ./all_reduce_perf`):
+    appended to `launch` as one more launch file; ("env",) when there were any."""
+    from ncdoc.evidence.launch_env import parse_launch_env_in_run
+    found = parse_launch_env_in_run(lines, path)
+    if not found.values:
+        return ()
+    launch.append(found)
+    return ("env",)
 
 
 def _tests_json(text: str | None) -> dict | None:
@@ -218,6 +234,7 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
             read_as = tuple(k for k, v in (("nccl_log", log), ("nccl_tests", table)) if v is not None)
             logs.extend(x for x in (log,) if x is not None)
             tests.extend(x for x in (table,) if x is not None)
+            read_as += _launch_of_run(head.splitlines(), path, launch)    # the launch line sits at the top
             inputs.append(TriageInput(path, kind, read_as, ("large file: read as a stream",)))
             continue
         if text is None:
@@ -241,6 +258,7 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
         else:
             log, table = _parse_run_text(texts[path], path)
             read_as = tuple(k for k, v in (("nccl_log", log), ("nccl_tests", table)) if v is not None)
+            read_as += _launch_of_run(texts[path], path, launch)
             if log is not None:
                 logs.append(log)
             if table is not None:
@@ -344,12 +362,20 @@ def build_context(ev: Gathered, *, nic_gbps: float | None = None, nics: int | No
     return Context(snapshot=ev.snapshot, env=ev.env, evidence=evidence, options=options)
 
 
-def pick_verdict(report: Report) -> Finding | None:
-    """The most likely cause: the first error in the expert's order, else the first warning."""
+def failure_backed(f: Finding, failures: frozenset[tuple[str, int]]) -> bool:
+    """True when the finding's evidence quotes an observed failure, not only a state of the system."""
+    return any((e.source, e.line) in failures or " NCCL WARN " in f" {e.text} " for e in f.evidence if e.line)
+
+
+def pick_verdict(report: Report, failures: frozenset[tuple[str, int]] = frozenset()) -> Finding | None:
+    """The most likely cause: the first error in the expert's order, else the first warning. Within a
+    severity a finding backed by an observed failure (a WARN line, a failed test) comes before one that
+    only describes a state: "Connect to ... failed : No route to host" outranks "no RDMA device"."""
     for sev in ("error", "warning"):
-        for f in report.findings:
-            if f.severity == sev:
-                return f
+        same = [f for f in report.findings if f.severity == sev]
+        backed = [f for f in same if failure_backed(f, failures)]
+        if backed or same:
+            return (backed or same)[0]
     return None
 
 
@@ -357,7 +383,7 @@ def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | 
            env: Sequence[str] = (), nic_gbps: float | None = None, nics: int | None = None,
            nodes: int | None = None, rules: Sequence[Rule] | None = None) -> TriageResult:
     from ncdoc.checks.evidence_common import job_expectation
-    from ncdoc.triage_facts import build_facts
+    from ncdoc.triage_facts import build_facts, observed_failures
 
     ev = read_evidence(paths, snapshot=snapshot, example=example, env=env)
     ctx = build_context(ev, nic_gbps=nic_gbps, nics=nics, nodes=nodes)
@@ -365,8 +391,11 @@ def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | 
     report = quote_verbatim(run_rules(ctx, rules), ev.texts)
     exp = job_expectation(ctx)
     facts = build_facts(ctx, ev, exp)
-    return TriageResult(ev.inputs, report, facts, exp, pick_verdict(report), {r.code: r.stage for r in rules})
+    failures = observed_failures(ev)
+    return TriageResult(ev.inputs, report, facts, exp, pick_verdict(report, failures), {r.code: r.stage for r in rules},
+                        frozenset(f"{f.code}:{f.subject}" for f in report.findings if failure_backed(f, failures)))
 
 
 __all__ = ["SCHEMA_VERSION", "TriageInput", "Gathered", "TriageResult", "read_evidence", "build_env",
-           "parse_env_pairs", "build_context", "load_rules", "pick_verdict", "triage"]
+           "parse_env_pairs", "build_context", "load_rules", "pick_verdict", "failure_backed",
+           "triage"]

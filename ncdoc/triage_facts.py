@@ -5,7 +5,8 @@ name), gdr (enabled | disabled | partial | unknown), net_devices (["mlx5_0:1", .
 peak_busbw_gbps, wrong (total #wrong), matrix ({row: {column: path}}, SOC written SYS),
 ports ([{device, port, state, rate_gbps, link_layer}]), env ({NAME: value}), plus nodes,
 gpus_per_node, expected (bandwidth expectation and achieved %), topology and, under
-sources, what each input alone said.
+sources, what each input alone said. observed_failures() lists the input lines that show a failure
+(WARN/problem lines, failed tests, wrong results); the verdict ranks findings that quote one first.
 """
 
 from __future__ import annotations
@@ -137,3 +138,26 @@ def build_facts(ctx: Context, ev: Any, exp: Expectation) -> dict[str, Any]:
                         + [{"path": getattr(x, "source", ""), "kind": "nccl_tests", "facts": _source_facts(x)}
                            for x in tests])
     return facts
+
+
+def observed_failures(ev: Any) -> frozenset[tuple[str, int]]:
+    """(file, line) of every failure the evidence shows: a WARN or error line an NCCL log parser named
+    as a problem, an nccl-tests failure line, a results row with wrong values."""
+    out: set[tuple[str, int]] = set()
+    for log in ev.logs:
+        src = getattr(log, "source", "")
+        for p in getattr(log, "problems", ()) or ():
+            cite = getattr(p, "evidence", None)
+            if cite is not None and getattr(cite, "line", None) and getattr(p, "level", "") != "INFO":
+                out.add((src, cite.line))
+    for t in ev.tests:
+        src = getattr(t, "source", "")
+        out.update((src, f.line) for f in getattr(t, "failures", ()) or () if f.line)
+        for r in getattr(t, "rows", ()) or ():
+            if r.line and any(g is not None and (g.wrong or 0) > 0 for g in (r.oop, r.ip)) \
+                    and getattr(t, "wrong_kind", None) == "count":
+                out.add((src, r.line))
+    for path, lines in ev.texts.items():
+        out.update((path, i) for i, line in enumerate(lines, 1)
+                   if "Out of bounds values" in line and "FAILED" in line)
+    return frozenset(out)

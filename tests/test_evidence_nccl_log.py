@@ -10,7 +10,7 @@ import pytest
 from ncdoc.errors import InputError
 from ncdoc.evidence import parse_nccl_log, parse_nccl_log_file
 from ncdoc.evidence.nccl_log_scan import LogScanner
-from ncdoc.evidence.textfile import iter_file_blocks
+from ncdoc.evidence.textfile import iter_file_blocks, iter_line_blocks
 
 CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
@@ -209,6 +209,76 @@ def test_misuse_warnings_are_named():
         assert f.problem_counts.get(kind) == 1, kind
     assert f.problems_of("ibv_call_failed")[0].code_name == "ENOMEM"
     assert f.warn_lines == 9
+
+
+@pytest.mark.parametrize("msg, kind, code_name", [
+    # ibv_modify_qp before 2.24 (strerror only, or with the errno) and since (number first, QP details)
+    ("Call to ibv_modify_qp failed with error Connection timed out", "qp_connect_timeout", "ETIMEDOUT"),
+    ("Call to ibv_modify_qp failed with error Connection timed out errno 110", "qp_connect_timeout", "ETIMEDOUT"),
+    ("Call to ibv_modify_qp failed with error Network is unreachable", "ib_qp_modify_failed", "ENETUNREACH"),
+    ("Call to ibv_modify_qp failed with error No such device errno 19", "ib_qp_modify_failed", "ENODEV"),
+    ("Call to ibv_modify_qp failed with 110 Connection timed out, on dev mlx5_5:1, curr state INIT, next state RTR",
+     "qp_connect_timeout", "ETIMEDOUT"),
+    ("Call to ibv_reg_mr failed with error Cannot allocate memory errno 12", "ibv_call_failed", "ENOMEM"),
+    ("Cuda failure 'invalid argument'", "cuda_failure", "cudaErrorInvalidValue"),
+    ("ncclSocketInit: connecting to address  with family 48213 is neither AF_INET(2) nor AF_INET6(10)",
+     "bootstrap_no_interface", None),
+    ("XML Import Channel : dev 1 not found.", "topo_xml_error", None),
+    ("Could not open XML topology file /opt/t.xml : No such file or directory", "topo_xml_error", None),
+])
+def test_warn_messages_are_named(msg, kind, code_name):
+    f = parse_nccl_log([f"gpu9:77:79 [0] misc/ibvwrap.cc:187 NCCL WARN {msg}"])
+    (p,) = f.problems
+    assert (p.kind, p.code_name, p.level, p.source_file) == (kind, code_name, "WARN", "misc/ibvwrap.cc:187")
+
+
+def test_qp_details_and_topology_file_side_are_kept():
+    f = parse_nccl_log(["a:1:2 [0] misc/ibvwrap.cc:262 NCCL WARN Call to ibv_modify_qp failed with 110 Connection "
+                        "timed out, on dev mlx5_5:1, curr state INIT, next state RTR, local GID index 3",
+                        "a:1:2 [0] graph/search.cc:719 NCCL WARN XML Import Channel : dev 1 not found.",
+                        "a:1:2 [0] graph/xml.cc:394 NCCL WARN XML Topology has wrong version 1, 2 needed",
+                        "a:1:2 [0] bootstrap.cc:90 NCCL WARN ncclSocketInit: connecting to address  with family "
+                        "59936 is neither AF_INET(2) nor AF_INET6(10)"])
+    qp = f.problems_of("qp_connect_timeout")[0].details
+    assert (qp["state"], qp["next_state"], qp["device"], qp["gid_index"]) == ("INIT", "RTR", "mlx5_5:1", "3")
+    assert [p.details["file"] for p in f.problems_of("topo_xml_error")] == ["graph", "topology"]
+    assert f.problems_of("bootstrap_no_interface")[0].details["family"] == "59936"
+
+
+# Frameworks' error text around NCCL's: PyTorch c10d ("NCCL error" line first), and the same message
+# with launcher tags and without that line (JAX-style pastes), where only "Last error:" marks it.
+FRAMEWORK_LINES = [
+    "n1:4410:4410 [0] NCCL INFO NCCL version 2.18.6+cuda12.1",
+    "torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1333, "
+    "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.18.6",
+    "ncclSystemError: System call (e.g. socket, malloc) or external library call failed or device error.",
+    "Last error:",
+    "socketStartConnect: Connect to 192.168.19.14<52822> failed : No route to host",
+    "n1:4410:4410 [0] NCCL INFO Using network IB",        # ends what follows the "NCCL error" line
+    "[trainer0|0]:ncclInternalError: Internal check failed.",
+    "[trainer0|0]:Last error:",
+    "[trainer0|0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)",
+    "[w3|0]:ncclInvalidUsage: This usually reflects invalid usage of NCCL library.",
+    "[w3|0]:Last error: Invalid config blocking attribute value -2147483648",
+]
+
+
+def test_framework_result_names_and_last_errors_are_read():
+    f = parse_nccl_log(FRAMEWORK_LINES)
+    assert f.nccl_results == {"ncclSystemError": 1, "ncclInternalError": 1, "ncclInvalidUsage": 1}
+    assert [e.line for e in f.evidence["nccl_result"]] == [3, 7, 10]
+    last = [(p.kind, p.evidence.line) for p in f.problems if p.level == "last_error"]
+    assert last == [("socket_connect_error", 5), ("bootstrap_no_interface", 9), ("warn", 11)]
+    assert f.problems_of("bootstrap_no_interface")[0].message.startswith("ncclSocketInit:")   # tag dropped
+
+
+@pytest.mark.parametrize("size", [1, 13, 97, 300, 4096])
+def test_framework_lines_read_alike_at_any_block_size(size):
+    whole = parse_nccl_log(FRAMEWORK_LINES).to_facts()
+    scanner = LogScanner()
+    for block in iter_line_blocks(FRAMEWORK_LINES, block_bytes=size):
+        scanner.feed(block)
+    assert scanner.result().to_facts() == whole
 
 
 # ---------------------------------------------------------------- streaming, blocks, entry points

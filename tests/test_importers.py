@@ -211,6 +211,37 @@ def test_ibv_cut_short_and_empty_listings():
         parse_ibv("hello\n")
 
 
+GID_FRAGMENT = ("\t\t\tGID[  0]:\t\tfe80:0000:0000:0000:0e42:a1ff:fe5b:7c10, RoCE v1\n"
+                "\t\t\tGID[  1]:\t\tfe80::e42:a1ff:fe5b:7c10, RoCE v2\n"
+                "\t\t\tGID[  2]:\t\t0000:0000:0000:0000:0000:ffff:0a14:0b07, RoCE v1\n"
+                "\t\t\tGID[  3]:\t\t::ffff:10.20.11.7, RoCE v2\n")
+
+
+def test_headerless_ibv_devinfo_gid_fragment():
+    assert detect_kind(GID_FRAGMENT) == "ibv_devinfo"
+    r = parse_ibv(GID_FRAGMENT)
+    assert r.tool == "ibv_devinfo" and not r.truncated
+    (h,) = r.hcas.hcas
+    assert h.name == "(unnamed)" and h.ports[0].num == 1 and h.ports[0].state is None
+    assert h.ports[0].link_layer == "Ethernet"           # RoCE GID types: an Ethernet link layer
+    assert [(g.index, g.type) for g in h.ports[0].gids] == [(0, "IB/RoCE v1"), (1, "RoCE v2"), (2, "IB/RoCE v1"),
+                                                            (3, "RoCE v2")]
+    assert h.ports[0].gids[3].ipv4 == "10.20.11.7"
+    assert any("without their hca_id line" in n for n in r.notes)
+
+
+def test_headerless_fragment_named_by_its_command_line():
+    text = "root@gpu01:~# ibv_devinfo -d mlx5_bond_0 -i 1 -v\n\t\t\tphys_state:\t\tLINK_UP (5)\n" + GID_FRAGMENT
+    (h,) = parse_ibv(text).hcas.hcas
+    assert h.name == "mlx5_bond_0" and h.ports[0].phys_state == "LinkUp" and len(h.ports[0].gids) == 4
+    # a full record is read as before: its own hca_id names it, no fragment note
+    full = parse_ibv(IBV_VERBOSE_ROCE)
+    assert not any("hca_id line" in n for n in full.notes)
+    # another tool's record with lower-case "state:" lines is no headerless ibv_devinfo fragment
+    mixed = parse_ibv(IBSTATUS + "$ ibv_devinfo\n")
+    assert [h.name for h in mixed.hcas.hcas] == [h.name for h in parse_ibv(IBSTATUS).hcas.hcas]
+
+
 def test_several_tools_pasted_together_are_merged():
     text = ("user@gpu01:~$ ibstat\n" + IBSTAT.replace("mlx5_1", "mlx5_0") + "user@gpu01:~$ show_gids\n"
             + SHOW_GIDS + "user@gpu01:~$ ibv_devinfo\n" + IBV_PLAIN.replace("PORT_ACTIVE (4)", "PORT_INIT (2)"))

@@ -111,3 +111,28 @@ def test_policy_pack_from_cli(capsys, tmp_path):
     p.write_text("policy: site\nvariables:\n  - {var: NCCL_IB_DISABLE, levle: forbidden, reason: x}\n")
     rc, out, err = run(capsys, "--rules", str(p))
     assert rc == 2 and f"{p}:3: unknown key 'levle'" in err
+
+
+def test_env_alone_ib_disabled_pytorch_names_and_defaults(capsys, tmp_path):
+    job = tmp_path / "job.sh"
+    job.write_text("export NCCL_IB_DISABLE=1\nexport NCCL_ASYNC_ERROR_HANDLING=1\nexport NCCL_SHM_DISABLE=0\n"
+                   "export NCCL_AVOID_RECORD_STREAMS=1\nexport NCCL_IB_FOO=1\n")
+    rc, out, err = run(capsys, "--env-file", str(job), "--json")
+    data = json.loads(out)
+    f = {(x["name"], x["subject"]): x for x in data["findings"]}
+    ib = f[("ib-disabled-by-env", "NCCL_IB_DISABLE")]
+    assert ib["severity"] == "warning" and "forces TCP sockets between nodes" in ib["message"]
+    alias = f[("unknown-nccl-var", "NCCL_ASYNC_ERROR_HANDLING")]
+    assert alias["severity"] == "info" and "TORCH_NCCL_ASYNC_ERROR_HANDLING" in alias["message"]
+    assert alias["env_patch"] == {"NCCL_ASYNC_ERROR_HANDLING": None, "TORCH_NCCL_ASYNC_ERROR_HANDLING": "1"}
+    torch_only = f[("unknown-nccl-var", "NCCL_AVOID_RECORD_STREAMS")]
+    assert torch_only["severity"] == "warning" and "TORCH_NCCL_AVOID_RECORD_STREAMS" in torch_only["message"]
+    assert "(see the suggestion)" not in f[("unknown-nccl-var", "NCCL_IB_FOO")]["fix"]
+    assert not [k for k in f if k[0] == "debug-var-in-production"]      # NCCL_SHM_DISABLE=0 is the default
+    assert rc == 1
+
+
+def test_ib_disabled_on_a_node_with_ib_is_an_error(capsys):
+    rc, out, err = run(capsys, "--example", "dgx-h100", "--env", "NCCL_IB_DISABLE=1", "--json")
+    ib = [x for x in json.loads(out)["findings"] if x["name"] == "ib-disabled-by-env"]
+    assert ib and ib[0]["severity"] == "error" and rc == 1

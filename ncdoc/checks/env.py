@@ -28,6 +28,21 @@ _NOT_FOR_NCCL = frozenset({"NCCL_VERSION", "NCCL_HOME", "NCCL_ROOT", "NCCL_ROOT_
                            "NCCL_INCLUDE_DIR", "NCCL_LIB_DIR", "NCCL_LIBRARY", "NCCL_LIBRARIES"})
 
 
+# NCCL_* names PyTorch's ProcessGroupNCCL reads (torch/csrc/distributed/c10d/ProcessGroupNCCL.hpp): old
+# aliases it still accepts after the TORCH_NCCL_* name (PyTorch 2.2 renamed them). NCCL itself never reads them.
+_PYTORCH_ALIASES = frozenset({"NCCL_BLOCKING_WAIT", "NCCL_ASYNC_ERROR_HANDLING", "NCCL_DESYNC_DEBUG",
+                              "NCCL_ENABLE_TIMING", "NCCL_USE_TENSOR_REGISTER_ALLOCATOR_HOOK"})
+# TORCH_NCCL_* variables PyTorch reads under that name only: written without TORCH_, nothing reads them.
+_PYTORCH_ONLY = frozenset({
+    "TORCH_NCCL_AVOID_RECORD_STREAMS", "TORCH_NCCL_BCAST_UNIQUEID", "TORCH_NCCL_COORD_CHECK_MILSEC",
+    "TORCH_NCCL_CUDA_EVENT_CACHE", "TORCH_NCCL_DEBUG_INFO_PIPE_FILE", "TORCH_NCCL_DEBUG_INFO_TEMP_FILE",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT", "TORCH_NCCL_ENABLE_MONITORING", "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
+    "TORCH_NCCL_HIGH_PRIORITY", "TORCH_NCCL_LOG_CPP_STACK_ON_UNCLEAN_SHUTDOWN", "TORCH_NCCL_NAN_CHECK",
+    "TORCH_NCCL_PROPAGATE_ERROR", "TORCH_NCCL_RANKS_PER_ROOT", "TORCH_NCCL_RETHROW_CUDA_ERRORS",
+    "TORCH_NCCL_TRACE_BUFFER_SIZE", "TORCH_NCCL_TRACE_CPP_STACK", "TORCH_NCCL_USE_COMM_NONBLOCKING",
+    "TORCH_NCCL_NONBLOCKING_TIMEOUT", "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC"})
+
+
 def ev(v) -> Evidence:
     """Evidence for one EnvValue: NAME=value and where it was set."""
     return Evidence(f"{v.name}={v.value}", v.source, v.line)
@@ -53,6 +68,10 @@ def unknown_nccl_var(ctx: Context):
             continue
         if not v.name.upper().startswith("NCCL_") and not v.name.strip().upper().startswith("NCCL_"):
             continue
+        framework = _framework_hit(v)
+        if framework is not None:
+            yield framework
+            continue
         guesses = nv.suggest(v.name)
         if v.name != v.name.strip():
             msg = (f"{v.name!r} has whitespace in its name (nccl.conf lines are not trimmed): "
@@ -62,12 +81,27 @@ def unknown_nccl_var(ctx: Context):
         else:
             msg = f"{v.name} is not a variable NCCL reads"
         patch = {}
-        fix = None
+        fix = "Remove it: NCCL ignores names it does not know (look up the variable meant in NCCL's docs)."
         if guesses:
             msg += f"; did you mean {' or '.join(guesses)}?"
             patch = {v.name: None, guesses[0]: v.value}
             fix = f"Rename it to {guesses[0]}."
         yield Hit(msg, (ev(v),), fix=fix, env_patch=patch, subject=v.name)
+
+
+def _framework_hit(v) -> Hit | None:
+    """A name PyTorch reads (info), or PyTorch's TORCH_NCCL_* name written without TORCH_ (warning)."""
+    torch_name = "TORCH_" + v.name
+    if v.name in _PYTORCH_ALIASES:
+        return Hit(f"{v.name} is not an NCCL variable: PyTorch's ProcessGroupNCCL reads it, as the old name of "
+                   f"{torch_name} (the current one)", (ev(v),), severity="info",
+                   fix=f"Rename it to {torch_name}; NCCL itself ignores it.",
+                   env_patch={v.name: None, torch_name: v.value}, subject=v.name)
+    if torch_name in _PYTORCH_ONLY:
+        return Hit(f"{v.name} is read by nothing: PyTorch's ProcessGroupNCCL reads {torch_name}, and NCCL does "
+                   "not know this name", (ev(v),), fix=f"Rename it to {torch_name}.",
+                   env_patch={v.name: None, torch_name: v.value}, subject=v.name)
+    return None
 
 
 @check("invalid_value")
@@ -170,11 +204,52 @@ def debug_var_in_production(ctx: Context):
             continue
         if v.name == "NCCL_P2P_LEVEL" and parse_level(v.value, version=ctx.nccl_version)[0] == "LOC":
             continue                # p2p-disabled reports it
+        if is_default(v.value, info):
+            continue                # NCCL's own default: it overrides nothing
         forcing = v.name in _FORCING
         msg = (f"{v.name}={v.value} is a debugging knob (NCCL docs: not for production)"
                + ("; it overrides NCCL's own choice on every machine and NCCL version" if forcing else ""))
         yield Hit(msg, (ev(v),), severity=None if forcing else "info", env_patch={v.name: None},
                   subject=v.name)
+
+
+def is_default(value: str, info: dict) -> bool:
+    """True when `value` is the catalog's default for the variable, in every NCCL release: a default
+    that changed between releases ("1 (0 before 2.19)") or depends on the machine counts as unknown."""
+    default = str(info.get("default") or "").strip()
+    token, _, qualifier = default.partition(" ")
+    names_release = "." in qualifier and any(c.isdigit() for c in qualifier)
+    if not token or token == "unset" or names_release or "rank-dependent" in default:
+        return False
+    a, b = strtoll(value), strtoll(token)
+    if a.kind == "ok" and b.kind == "ok":
+        return a.value == b.value
+    return value.strip() == token
+
+
+@check("ib_disabled_by_env")
+def ib_disabled_by_env(ctx: Context):
+    eff = ctx.env_map
+    d, net = eff.get("NCCL_IB_DISABLE"), eff.get("NCCL_NET")
+    disabled = d is not None and (strtoll(d.value).value or 0) != 0
+    socket = net is not None and net.value.strip().lower() == "socket"
+    if not disabled and not socket:
+        return
+    set_vars = [x for x, on in ((d, disabled), (net, socket)) if on]
+    what = " and ".join(f"{x.name}={x.value}" for x in set_vars)
+    patch = {x.name: None for x in set_vars}
+    if ctx.missing("hcas"):
+        # No RDMA facts: the setting alone says where traffic between nodes goes, not whether it is wrong.
+        yield Hit(f"{what} forces TCP sockets between nodes; wrong if these nodes have IB/RoCE ports "
+                  "(no RDMA device listing was given to check)", tuple(ev(x) for x in set_vars),
+                  severity="warning", env_patch=patch, subject=set_vars[0].name)
+        return
+    from ncdoc.nccl_select import is_active
+    up = [f"{h.name}:{p.num}" for h in ctx.snapshot.hcas.hcas for p in h.ports if is_active(p)]
+    if up:
+        yield Hit(f"{what}: NCCL uses TCP sockets between nodes although {len(up)} RDMA port"
+                  f"{'s are' if len(up) > 1 else ' is'} up ({', '.join(up[:4])}{', ...' if len(up) > 4 else ''})",
+                  tuple(ev(x) for x in set_vars), env_patch=patch, subject=set_vars[0].name)
 
 
 @check("socket_threads_product")

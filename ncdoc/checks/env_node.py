@@ -309,8 +309,17 @@ def roce_gid_v1(ctx: Context):
 @check("roce_gid_index_unset")
 def roce_gid_index_unset(ctx: Context):
     set_to = ctx.env_map.get("NCCL_IB_GID_INDEX")
-    if (set_to is not None and set_to.value != "") or not _roce_ports(ctx):
+    if set_to is not None and set_to.value != "":
         return                      # an empty value is NCCL's default, as if unset
+    try:
+        ports = _roce_ports(ctx)
+    except Skip as unknown_tables:
+        ports = []
+        if not _roce_seen(ctx):
+            raise unknown_tables
+    if not ports:
+        yield from _gid_index_unset_without_tables(ctx)
+        return
     version = ctx.nccl_version
     if not version:
         raise Skip("NCCL version unknown: NCCL before 2.21 uses GID index 0 when NCCL_IB_GID_INDEX is unset")
@@ -329,6 +338,61 @@ def roce_gid_index_unset(ctx: Context):
                   if fix_idx is not None else "Set NCCL_IB_GID_INDEX to the RoCE v2 IPv4 GID (see show_gids).",
                   env_patch={"NCCL_IB_GID_INDEX": str(fix_idx)} if fix_idx is not None else {},
                   subject=_subject(group))
+
+
+def _roce_seen(ctx: Context) -> list[tuple[str, Evidence]]:
+    """RoCE ports NCCL uses, known without their GID tables: "NET/IB : Using [0]mlx5_0:1/RoCE" in a
+    log, or a port whose link layer is Ethernet in an RDMA device listing."""
+    out: list[tuple[str, Evidence]] = []
+    for log in ctx.logs:
+        from ncdoc.checks.evidence_common import cite_kind
+        names = [d.name for d in getattr(log, "net_devices", ()) or ()
+                 if getattr(d, "transport", None) == "IB" and getattr(d, "link_layer", None) == "RoCE"]
+        if names:
+            cited = cite_kind(log, "net_devices", limit=1)
+            out.extend((n, cited[0] if cited else Evidence(f"NET/IB device {n} (RoCE)", log.source)) for n in names)
+    if not out and not ctx.missing("hcas") and _ib_in_use(ctx):
+        hca = ctx.env_map.get("NCCL_IB_HCA")
+        out = [(f"{h.name}:{p.num}", _port_ev(h, p))
+               for h, p in selected_ports(ctx.snapshot.hcas.hcas, hca.value if hca else None, ctx.nccl_version,
+                                          unknown_state=True) if link_layer(p) == "Ethernet" and not p.gids]
+    return out
+
+
+def _gid_index_unset_without_tables(ctx: Context):
+    """The version rule needs no GID table: NCCL < 2.21 on RoCE with NCCL_IB_GID_INDEX unset uses index 0,
+    the link-local RoCE v1 GID on a Mellanox/NVIDIA NIC."""
+    roce = _roce_seen(ctx)
+    if not roce or not _ib_in_use(ctx):
+        return                      # (no import before here: `ncdoc check` on an IB node ends at this line)
+    from ncdoc.checks.evidence_common import cite_problems, env_value
+    from ncdoc.nccl_parse import version_cmp
+    launched = [lf.get("NCCL_IB_GID_INDEX") for lf in ctx.evidence.get("launch", ()) if hasattr(lf, "get")]
+    if env_value(ctx, "NCCL_IB_GID_INDEX") not in (None, "") or any(v not in (None, "") for v in launched):
+        return
+    version = ctx.nccl_version
+    if not version:
+        raise Skip("NCCL version unknown: NCCL before 2.21 uses GID index 0 when NCCL_IB_GID_INDEX is unset")
+    if version_cmp(version, "2.21") >= 0:
+        return                      # 2.21 and later select a RoCE v2 IPv4 GID themselves
+    used = {str(k) for log in ctx.logs for k in ((getattr(log, "ib", None) or {}).get("gid_index") or {})}
+    if used and "0" not in used:
+        return                      # the log's QP lines show another GID index in use
+    names = list(dict.fromkeys(n for n, _ in roce))
+    msg = (f"{', '.join(names[:4])}{' and more' if len(names) > 4 else ''}: NCCL {version} (< 2.21) uses GID index 0 "
+           "on RoCE because NCCL_IB_GID_INDEX is unset; on Mellanox/NVIDIA NICs that is the link-local RoCE v1 GID, "
+           "which is neither routable nor congestion-controlled")
+    evidence = [e for _, e in roce[:2]]
+    retry = [(log, p) for log in ctx.logs for p in log.problems_of("ib_completion_error") if p.code == 12]
+    severity = "warning"
+    if retry:
+        msg += (f". The log shows IB completion error 12 (transport retry counter exceeded) {len(retry)} time(s): "
+                "what an unroutable GID gives, so this is the likely cause")
+        severity = "error"
+        evidence += list(cite_problems(retry[0][0], [p for _, p in retry[:1]]))
+    yield Hit(msg, tuple(evidence), severity=severity,
+              fix="Set NCCL_IB_GID_INDEX to the RoCE v2 IPv4 GID (show_gids; usually 3), or upgrade NCCL to 2.21+.",
+              subject=",".join(names))
 
 
 # ---------------------------------------------------------------- NCCL_NET_GDR_LEVEL

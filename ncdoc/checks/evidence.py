@@ -4,7 +4,8 @@ The six `ev_*` functions here are the log side of rules the node pack owns (rule
 rules/env.yaml): the rule fires from whichever side has facts. The rules only the evidence
 can decide live in rules/evidence.yaml; their checks are in evidence_log (NCCL logs) and
 evidence_tests (nccl-tests tables), imported here so that importing this module registers
-every evidence check.
+every evidence check. Last, unexplained_nccl_warning: the log's first NCCL error when none of
+those log checks explains anything in it.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 from ncdoc.checks import evidence_log, evidence_tests  # noqa: F401  (registers their checks)
 from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, local_gpus,
                                           log_net_devices, merge_evidence, multi_node, need_logs, node_evidence)
-from ncdoc.engine import Context, check
+from ncdoc.engine import CHECKS, Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 
 _CLOUD_PLUGINS = {
@@ -204,21 +205,43 @@ def ev_socket_ifname_virtual(ctx: Context):
 _FM_CODES = {802, 999}
 
 
+def _in_nvls(log, p) -> bool:
+    """The CUDA failure came from NCCL's NVLS code: its WARN's file, else (no file:line kept) the
+    ncclUnhandledCudaError traces."""
+    if p.source_file:
+        return "nvls" in p.source_file.lower()
+    return any("nvls" in f.lower() for f in (log.nccl_result_sources or {}).get("ncclUnhandledCudaError", {}))
+
+
 @check("ev_fabric_manager")
 def ev_fabric_manager(ctx: Context):
-    """CUDA 802 (system not ready) or 999 on the NVLS/NVSwitch path: the Fabric Manager state."""
+    """CUDA 802 (system not ready) or 999 on the NVLS/NVSwitch path, or 1 (invalid argument) from NVLS setup:
+    the Fabric Manager state."""
     for log in need_logs(ctx):
-        bad = []
+        bad, restarted = [], []
         for p in log.problems_of("cuda_failure"):
             if p.code == 802:
                 bad.append(p)
-            elif p.code == 999 and ("nvls" in (p.source_file or "").lower() or log.nvswitch_context):
+            elif p.code == 999 and (_in_nvls(log, p) or log.nvswitch_context):
                 bad.append(p)
+            elif p.code == 1 and _in_nvls(log, p):
+                # maintainers' answer in NVIDIA/nccl#976, #1338, #1488: the multicast objects NCCL maps
+                # went stale when the Fabric Manager restarted under GPUs that were not reset
+                restarted.append(p)
+        if restarted:
+            yield Hit("CUDA error 1 ('invalid argument') in NCCL's NVLS (NVLink SHARP) setup: almost always the "
+                      "NVSwitch Fabric Manager was restarted while processes held NVLS resources on the GPUs, and the "
+                      "GPUs were not reset since (NVIDIA/nccl#976, #1488)",
+                      cite_problems(log, restarted),
+                      fix="Reset the GPUs (`nvidia-smi -r` with no process on them) or reboot the node, then check "
+                          "`nvidia-smi -q | grep -A2 Fabric` shows the fabric Completed/Success; to get going "
+                          "meanwhile, NCCL_NVLS_ENABLE=0 runs without NVLS (slower all-reduce on NVSwitch systems).",
+                      severity="error", subject="fabric-manager-restart")
         if not bad:
             continue
         codes = sorted({p.code for p in bad})
         yield Hit(f"CUDA error {'/'.join(map(str, codes))} "
-                  + ("in NCCL's NVLS (NVLink SHARP) setup" if any("nvls" in (p.source_file or "").lower() for p in bad)
+                  + ("in NCCL's NVLS (NVLink SHARP) setup" if any(_in_nvls(log, p) for p in bad)
                      else "on an NVSwitch system")
                   + ": the NVSwitch Fabric Manager is not running, not finished, or was restarted without a GPU "
                     "reset",
@@ -254,3 +277,59 @@ def ev_nic_count_limited(ctx: Context):
     else:
         yield Hit(f"NCCL uses {nics} NIC(s) ({names}) for {gpus} GPUs per node: the network, not NVLink, bounds "
                   "bandwidth between nodes", ev, severity="info", subject="nics")
+
+
+# ---------------------------------------------------------------- what no other rule explains
+
+# The modules whose checks read NCCL logs. Every rule using them defaults to error or warning (a test
+# holds them to it), so a hit that leaves its severity to the rule is loud.
+_LOG_CHECK_MODULES = ("ncdoc.checks.evidence", "ncdoc.checks.evidence_log")
+_ERROR_LEVELS = ("WARN", "last_error", "framework")
+
+
+def _explained(ctx: Context, log) -> bool:
+    """Whether another log check reports at warning or error on this log alone (no node, no tests)."""
+    alone = Context(env=ctx.env, evidence={"nccl_log": [log]}, nccl_version=ctx.nccl_version, options=ctx.options)
+    for fn in list(CHECKS.values()):
+        if fn is unexplained_nccl_warning or fn.__module__ not in _LOG_CHECK_MODULES:
+            continue
+        try:
+            if any(h.severity in (None, "error", "warning") for h in fn(alone)):
+                return True
+        except Skip:
+            continue
+    return False
+
+
+@check("unexplained_nccl_warning")
+def unexplained_nccl_warning(ctx: Context):
+    """NCCL warned or returned an error, and no other rule explains anything in the log."""
+    from ncdoc.evidence.nccl_log_patterns import RESULT_NAME     # its block patterns compile on import
+    for log in need_logs(ctx):
+        errors = [p for p in log.problems if p.level in _ERROR_LEVELS]
+        # result names a framework printed; "-> N" traces alone are often NCCL trying something and moving on
+        results = sorted({m.group(1) for e in (log.evidence or {}).get("nccl_result", ())
+                          for m in [RESULT_NAME.search(e.text)] if m})
+        if not (errors or results) or _explained(ctx, log):
+            continue
+        first = next((p for p in errors if p.level == "WARN"), errors[0] if errors else None)
+        if first is not None:
+            where = f" at {first.source_file}" if first.source_file else ""
+            msg = (f"NCCL reported an error{where} that no rule explains: \"{first.message}\""
+                   + (f" ({first.meaning})" if first.kind != "warn" and first.meaning not in first.message else "")
+                   + (f"; {len(errors)} error line(s) in all" if len(errors) > 1 else "")
+                   + (f"; calls returned {', '.join(results)}" if results else ""))
+            ev = merge_evidence(cite_problems(log, [first]), cite_problems(log, errors, 3),
+                                cite_kind(log, "nccl_result", limit=1))
+        else:
+            msg = (f"NCCL calls returned {', '.join(results)} and no rule explains it; the log has no NCCL WARN "
+                   "saying why")
+            ev = cite_kind(log, "nccl_result", limit=3)
+        info = bool(log.transport or log.env or log.comms or log.nccl_result_sources)
+        fix = ("Read the INFO lines just before that line and the 'file.cc:N -> code' traces after it, on this rank "
+               "and on its peers (the first rank to fail usually names the cause), and search NVIDIA/nccl issues for "
+               "the message.")
+        if not info:
+            fix += (" This log has no NCCL INFO lines: rerun with NCCL_DEBUG=INFO "
+                    "NCCL_DEBUG_SUBSYS=INIT,NET,ENV,GRAPH to see what NCCL did before it failed.")
+        yield Hit(msg, ev, fix=fix, subject=(first.source_file or first.kind) if first else "results")

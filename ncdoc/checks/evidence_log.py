@@ -87,7 +87,15 @@ def bootstrap_unreachable(ctx: Context):
         fix = ("Set NCCL_SOCKET_IFNAME to the interface whose address the other nodes can reach (same name on every "
                "node) and open the ports between nodes; 'Connection refused' also means the peer process is not "
                "up or died - check its log first.")
-        if ifname:
+        if all(p.kind == "bootstrap_no_interface" for p in problems):
+            # nothing was tried: no interface matched, so there was no address to connect from
+            msg = f"NCCL found no socket interface to use: {what}"
+            fix = ("Set NCCL_SOCKET_IFNAME to an interface that exists and is up on every node (`ip -br addr`; names "
+                   "differ between nodes and images: a prefix such as `eth` or an exclusion such as `^docker,lo` is "
+                   "safer), or unset it.")
+            if ifname:
+                msg += f"; NCCL_SOCKET_IFNAME={ifname} matches no usable interface here"
+        elif ifname:
             msg += f"; NCCL_SOCKET_IFNAME={ifname}"
         yield Hit(msg, merge_evidence(cite_problems(log, problems, 3), cite_kind(log, "bootstrap", limit=1),
                                       env_evidence(ctx, "NCCL_SOCKET_IFNAME")),
@@ -116,20 +124,26 @@ def socket_address_link_local(ctx: Context):
                       subject=name)
 
 
+def _qp_failures(log, kind: str) -> list:
+    # 2.24+ retries a failed transition and says so at INFO ("..., retrying 1/7"); only the WARN is final
+    return [p for p in log.problems_of(kind) if p.level != "INFO"]
+
+
 @check("qp_connect_timeout")
 def qp_connect_timeout(ctx: Context):
     """QP transition INIT->RTR timed out: this NIC cannot reach the peer's GID (rails, routing, GID)."""
     for log in need_logs(ctx):
-        probs = log.problems_of("qp_connect_timeout")
+        probs = _qp_failures(log, "qp_connect_timeout")
         if not probs:
             continue
         d = probs[0].details
         cross = env_value(ctx, "NCCL_CROSS_NIC")
-        where = ", ".join(f"{k.replace('_', ' ')} {d[k]}" for k in ("device", "gid_index") if d.get(k))
-        msg = (f"IB queue-pair setup timed out ({d.get('state', 'INIT')} -> {d.get('next_state', 'RTR')}"
-               + (f", {where}" if where else "") + f"; {len(probs)} time(s)): the NIC cannot reach the remote GID. "
+        where = ([f"{d['state']} -> {d.get('next_state', '?')}"] if d.get("state") else []) + \
+            [f"{k.replace('_', ' ')} {d[k]}" for k in ("device", "gid_index") if d.get(k)]   # none before 2.24
+        msg = (f"IB queue-pair setup timed out (ibv_modify_qp: ETIMEDOUT; " + "".join(f"{w}, " for w in where)
+               + f"{len(probs)} time(s)): the NIC cannot reach the remote GID. "
                "On a rail-optimised fabric NICs of different rails cannot talk, and NCCL crosses rails unless "
-               "NCCL_CROSS_NIC=0")
+               "NCCL_CROSS_NIC=0; on RoCE a GID index that selects an address the peer cannot route to does the same")
         patch = {} if (cross or "").strip() == "0" else {"NCCL_CROSS_NIC": "0"}
         yield Hit(msg, merge_evidence(cite_problems(log, probs, 2), env_evidence(ctx, "NCCL_CROSS_NIC"),
                                       env_evidence(ctx, "NCCL_IB_GID_INDEX")),
@@ -138,17 +152,42 @@ def qp_connect_timeout(ctx: Context):
                   env_patch=patch, subject=d.get("device", "qp"))
 
 
+# What an ibv_modify_qp errno points at while NCCL connects a queue pair: (what, fix).
+_QP_UNREACHABLE = ("the NIC has no route to the remote GID: on RoCE the GID index selects an address (subnet, "
+                   "VLAN) that cannot reach the peer's, or the NICs sit on different subnets without routes",
+                   "Point NCCL_IB_GID_INDEX at the RoCE v2 GID of the routable IPv4 address on every node "
+                   "(`show_gids`), and check that each NIC's subnet routes to the others' (`ip route`); on "
+                   "rail-only fabrics set NCCL_CROSS_NIC=0.")
+_QP_ERRNO_HINTS = {
+    "ENETUNREACH": _QP_UNREACHABLE,
+    "EHOSTUNREACH": _QP_UNREACHABLE,
+    "EINVAL": ("with RoCE most often a GID index that does not exist or is not configured on that port, or an MTU "
+               "the port does not support", "Check NCCL_IB_GID_INDEX against `show_gids` on every node (or leave it "
+               "unset with NCCL 2.21+) and the port's active MTU."),
+    "ENOMEM": ("the locked-memory limit is too low for the QP's resources",
+               "Run the job with `ulimit -l unlimited` (containers: --ulimit memlock=-1)."),
+    "ENODEV": ("the port or device went away (link down, driver reset), or NCCL_IB_HCA names a port that is not "
+               "active", "Check the port state (`ibv_devinfo`, `ibstat`) and NCCL_IB_HCA on every node."),
+}
+
+
 @check("ib_qp_setup_failed")
 def ib_qp_setup_failed(ctx: Context):
     for log in need_logs(ctx):
-        probs = log.problems_of("ib_qp_modify_failed")
+        probs = _qp_failures(log, "ib_qp_modify_failed")
         if not probs:
             continue
         p = probs[0]
-        yield Hit(f"ibv_modify_qp failed ({p.code_name or p.code}: {p.meaning}); with RoCE this is most often a "
-                  "GID index that does not exist or is not configured on that port",
-                  merge_evidence(cite_problems(log, probs, 2), env_evidence(ctx, "NCCL_IB_GID_INDEX")),
-                  subject=p.details.get("device", "qp"))
+        what, fix = _QP_ERRNO_HINTS.get(p.code_name or "") or (
+            f"{p.meaning}; with RoCE this is most often a GID index that does not exist or is not configured on "
+            "that port", None)
+        err = p.details.get("error")
+        code = " ".join(x for x in (p.code_name, f"({err})" if err else None) if x)
+        yield Hit(f"ibv_modify_qp failed{' with ' + code if code else ''}, {len(probs)} time(s), while NCCL "
+                  f"connected an IB queue pair: {what}",
+                  merge_evidence(cite_problems(log, probs, 2), env_evidence(ctx, "NCCL_IB_GID_INDEX"),
+                                 env_evidence(ctx, "NCCL_IB_HCA")),
+                  fix=fix, subject=p.details.get("device", "qp"))
 
 
 @check("ib_incompatible_devices")
@@ -182,20 +221,27 @@ def _gdr_reason(ctx: Context, log) -> tuple[str, str]:
                "NCCL_NET_GDR_LEVEL (PHB/SYS) if your platform routes peer traffic well.")
         return why, fix
     version = ctx.nccl_version
-    why = ("NCCL could not register GPU memory with the NIC (per-HCA 'GPU Direct RDMA Disabled'): "
-           "no nvidia_peermem / nv_peer_mem registration and no DMA-BUF")
+    old_or_unknown = not version or _version_le(version, "2.22.3")
+    if g.hcas_off and old_or_unknown:
+        # Up to 2.22.3 NCCL looks for the module in one sysfs place only: "Disabled" may be its blind spot
+        which = f"NCCL {version}" if version else "an NCCL of 2.22.3 or older (the log does not say which version)"
+        why = ("NCCL did not detect a peer-memory module (nvidia_peermem / nv_peer_mem) or DMA-BUF for the NIC "
+               "(per-HCA 'GPU Direct RDMA Disabled'): either none is loaded, or " + which + " missed a loaded "
+               "nvidia_peermem (nccl-peermem-detection-bug, NC2001; NVIDIA/nccl#1676)")
+    else:
+        why = ("NCCL could not register GPU memory with the NIC (per-HCA 'GPU Direct RDMA Disabled'): "
+               "no nvidia_peermem / nv_peer_mem registration and no DMA-BUF")
+        if version and old_or_unknown:
+            why += f"; NCCL {version} (<= 2.22.3) may not detect a loaded nvidia_peermem (NVIDIA/nccl#1676)"
     if level:
         why += f"; not a distance problem, since NCCL_NET_GDR_LEVEL={level}"
     if g.dma_buf:
         why += "; DMA-BUF is reported available on the GPU, so the NIC side (driver or rdma-core) lacks it"
     fix = ("Load nvidia_peermem (`modprobe nvidia_peermem`; check /sys/kernel/mm/memory_peers/nv_mem/version) or "
            "use DMA-BUF (kernel >= 5.12, open GPU driver, recent rdma-core).")
-    if version and _version_le(version, "2.22.3"):
-        why += f"; NCCL {version} (<= 2.22.3) may not detect a loaded nvidia_peermem (NVIDIA/nccl#1676)"
-        fix += " Upgrade NCCL to 2.23.4 or later, which also checks /sys/module/nvidia_peermem."
-    elif not version:
-        fix += (" If nvidia_peermem is loaded and NCCL is 2.22.3 or older, NCCL may not see it "
-                "(NVIDIA/nccl#1676): upgrade to 2.23.4 or later.")
+    if old_or_unknown:
+        fix += (" If `lsmod | grep nvidia_peermem` shows it loaded and NCCL is 2.22.3 or older, NCCL does not see "
+                "it (NVIDIA/nccl#1676): upgrade NCCL to 2.23.4 or later, which also checks /sys/module/nvidia_peermem.")
     return why, fix
 
 
@@ -330,3 +376,32 @@ def shm_exhausted(ctx: Context):
         if probs:
             yield Hit("NCCL could not create or map a /dev/shm segment: /dev/shm is too small (containers "
                       "default to 64 MB)", cite_problems(log, probs, 2), subject="shm")
+
+
+# graph/search.cc and graph/xml.cc read NCCL_GRAPH_FILE / NCCL_TOPO_FILE; their other WARNs are graph searches
+_GRAPH_SOURCES = ("graph/search.cc", "graph/xml.cc")
+_TOPO_KINDS = ("topo_xml_error", "no_local_path_gpu_net")
+
+
+@check("topology_file_mismatch")
+def topology_file_mismatch(ctx: Context):
+    """NCCL_GRAPH_FILE / NCCL_TOPO_FILE describe another machine: NCCL cannot import or match them."""
+    for log in need_logs(ctx):
+        probs = [p for p in log.problems if p.kind in _TOPO_KINDS
+                 or (p.kind == "warn" and (p.source_file or "").startswith(_GRAPH_SOURCES))]
+        if not probs:
+            continue
+        which = next((p.details.get("file") for p in probs if p.details.get("file")), "")
+        order = ("NCCL_TOPO_FILE", "NCCL_GRAPH_FILE") if which == "topology" else ("NCCL_GRAPH_FILE", "NCCL_TOPO_FILE")
+        files = [(n, env_value(ctx, n)) for n in order if env_value(ctx, n)]
+        if not files:
+            continue
+        names = [n for n, _ in files]
+        yield Hit(f"NCCL could not use {' and '.join(f'{n}={v}' for n, v in files)} (\"{probs[0].message}\"): such "
+                  "files describe the GPUs and NICs (bus IDs, device numbers, channels) of the machine they were made "
+                  "for, and fail on one with other or fewer GPUs/NICs",
+                  merge_evidence(cite_problems(log, probs, 2), *(env_evidence(ctx, n) for n in names)),
+                  fix=f"Unset {' and '.join(names)} (or point {'them' if len(names) > 1 else 'it'} at a file made "
+                      "for this machine type); images and VM templates set these in /etc/nccl.conf or ~/.nccl.conf, "
+                      "so look there too.",
+                  env_patch={n: None for n in names}, subject=names[0])

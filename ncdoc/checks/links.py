@@ -32,22 +32,91 @@ def _port_ev(h, p) -> Evidence:
                     f"{p.link_layer or '?'}", f"hcas/{h.name}/port {p.num}")
 
 
+# Mellanox/NVIDIA PCI device ids of SR-IOV virtual functions (Connect-IB to ConnectX-5 Ex, ConnectX-6,
+# and 0x101e, the generic mlx5 VF of ConnectX-6 Dx and later); the physical functions are the odd ids.
+_MLX_VF_IDS = {4114, 4116, 4118, 4120, 4122, 4124, 4126}
+
+
+def _is_vf(h) -> bool:
+    if h.vendor_part_id in _MLX_VF_IDS:
+        return True
+    t = (h.hca_type or "").upper()
+    return t.startswith("MT") and t[2:].isdecimal() and int(t[2:]) in _MLX_VF_IDS
+
+
+def _zero_guid(h) -> bool:
+    g = (h.node_guid or "").lower().replace("0x", "").replace(":", "")
+    return bool(g) and not g.strip("0")
+
+
+def _why_down(h, p) -> tuple[str, str | None]:
+    """(the likely cause, in words; a fix more precise than the rule's, or None)."""
+    phys = (p.phys_state or "").lower()
+    state = (p.state or "").upper()
+    if link_layer(p) != "Ethernet" and (phys == "linkup" or state in ("INIT", "ARMED")):
+        # the cable and the peer are fine: the port waits for the subnet manager to activate it
+        link = "its physical link is up, so the cable is fine: " if phys == "linkup" else ""
+        if _is_vf(h):
+            guid = " (its node GUID is all zeros: none was assigned)" if _zero_guid(h) else ""
+            return (f"{link}it is an SR-IOV virtual function{guid}, which stays down until a subnet manager with "
+                    "virtualization enabled activates it",
+                    "Enable virtualization in the subnet manager (OpenSM: virt_enabled 2) and give the VF a "
+                    "node/port GUID (ip link set <pf> vf <n> node_guid/port_guid ..., or the SR-IOV device plugin).")
+        sm = " (SM lid 0: it has never seen one)" if p.sm_lid == 0 else ""
+        return (f"{link}the subnet manager has not activated the port{sm}",
+                "Check the subnet manager (sminfo; is opensm or the switch SM running and does it see this port?).")
+    if phys == "disabled":
+        return "the port is disabled (administratively, or no cable/transceiver detected)", None
+    if phys == "polling":
+        return "no link partner: no cable, a bad cable/transceiver or the switch port is down", None
+    return "", None
+
+
 @check("port_down")
 def port_down(ctx: Context):
     _need(ctx, "hcas")
     compute = _compute(ctx)
-    known = [p for h in ctx.snapshot.hcas.hcas for p in h.ports if p.state is not None]
-    if not known and any(h.ports for h in ctx.snapshot.hcas.hcas):
+    hcas = ctx.snapshot.hcas.hcas
+    known = [p for h in hcas for p in h.ports if p.state is not None]
+    if not known and any(h.ports for h in hcas):
         raise Skip("port states unknown (the evidence lists ports without their state)")
-    for h in ctx.snapshot.hcas.hcas:
+    hca_env = ctx.env_map.get("NCCL_IB_HCA")
+    usable = selected_ports(hcas, hca_env.value if hca_env else None, ctx.nccl_version)   # active and selected
+    for h in hcas:
         for p in h.ports:
             if is_active(p) or p.state is None:
                 continue            # up, or state not known
-            rail = compute is None or h.name in compute
-            role = "a GPU's nearest NIC" if compute and h.name in compute else "an RDMA port"
-            yield Hit(f"{h.name} port {p.num} is {p.state or 'not active'} ({p.phys_state or 'phys state ?'}): "
-                      f"{role}, NCCL skips it" + (" and its GPUs send through other NICs" if rail else ""),
-                      (_port_ev(h, p),), severity=None if rail else "warning", subject=f"{h.name}:{p.num}")
+            cause, fix = _why_down(h, p)
+            head = f"{h.name} port {p.num} is {p.state or 'not active'} ({p.phys_state or 'phys state ?'})"
+            head += f": {cause}" if cause else ""
+            if not usable:
+                up_elsewhere = [f"{x.name}:{q.num}" for x in hcas for q in x.ports if is_active(q)]
+                unknown = [x.name for x in hcas if x is not h and (not x.ports or any(q.state is None for q in x.ports))]
+                fallback = ("it finds no IB device and falls back to TCP sockets between nodes (init fails instead "
+                            "if NCCL_NET=IB forces the IB network)")
+                if hca_env and up_elsewhere:
+                    msg = f"{head}. NCCL skips it and NCCL_IB_HCA={hca_env.value} leaves no other active port, so {fallback}"
+                elif unknown:
+                    msg = (f"{head}. NCCL skips it, and no other port is known to be up (the state of "
+                           f"{', '.join(unknown[:4])} is not shown): if none is, {fallback}")
+                else:
+                    msg = f"{head}. NCCL skips it and no other RDMA port is up, so {fallback}"
+                sev = None
+            elif compute is not None:
+                rail = h.name in compute
+                msg = f"{head}. " + ("A GPU's nearest NIC: NCCL skips it and its GPUs send through other NICs" if rail
+                                     else "An RDMA port that is no GPU's nearest NIC: NCCL skips it")
+                sev = None if rail else "warning"
+            elif (p.phys_state or "").lower() == "disabled":
+                # a disabled port beside working ones is often one nobody cabled on purpose
+                msg = (f"{head}. NCCL skips it and uses the {len(usable)} active port(s); no topology was given to say "
+                       "whether GPUs depend on it")
+                sev = "warning"
+            else:
+                msg = (f"{head}. NCCL skips it; if it is a GPU's nearest NIC, that GPU sends through another NIC "
+                       "(no topology was given to say)")
+                sev = None
+            yield Hit(msg, (_port_ev(h, p),), fix=fix, severity=sev, subject=f"{h.name}:{p.num}")
 
 
 # Plain string parsing, no `re`: this module is on the `ncdoc check` path, whose start-up

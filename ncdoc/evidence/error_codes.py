@@ -94,6 +94,8 @@ NCCL_RESULT_BY_NAME: dict[str, int] = {name: code for code, (name, _) in NCCL_RE
 
 # CUDA errors NCCL reports, by the text cudaGetErrorString / cuGetErrorString give.
 CUDA_ERROR_BY_TEXT: dict[str, tuple[int, str, str]] = {
+    "invalid argument": (1, "cudaErrorInvalidValue", "a CUDA call was given an invalid argument (from NCCL's own "
+                                                     "calls usually a driver or Fabric Manager state problem)"),
     "out of memory": (2, "cudaErrorMemoryAllocation", "the GPU ran out of memory"),
     "initialization error": (3, "cudaErrorInitializationError", "CUDA could not initialise"),
     "cuda driver version is insufficient for cuda runtime version": (

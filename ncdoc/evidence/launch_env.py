@@ -14,7 +14,7 @@ import re
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 from ncdoc.snapshot import EnvValue, NcclEnv, Status
 
@@ -89,6 +89,44 @@ def parse_launch_env(text: str, source: str = "") -> LaunchEnv:
     if body.lstrip()[:1] in ("{", "[") and _json(body, reader):
         return reader.result()
     ShellReader(reader).read(body)
+    return reader.result()
+
+
+# A line of a run text (NCCL log, nccl-tests output) that can hold a launch setting: an assignment
+# (NAME=..., export, env dumps) or a launcher option (mpirun -x/-genv, srun --export, docker -e).
+_RUN_CANDIDATE = re.compile(r"(?:^|[\s\"',;(])(?:[A-Za-z_][A-Za-z0-9_]*=|-x\s|-g?env\s|--env[=\s]|-e\s|"
+                            r"--export[=\s]|setenv\s)")
+_RUN_RELEVANT = re.compile("|".join(re.escape(p) for p in RELEVANT_PREFIXES))
+# NCCL's own log lines report the environment themselves ("NCCL_X set by environment to Y"): the log
+# parser reads those; shell-splitting them would only misread their text.
+_RUN_LOG_LINE = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
+
+
+def parse_launch_env_in_run(lines: Iterable[str], source: str = "") -> LaunchEnv:
+    """The launch settings in a run text: the `mpirun -x ...` / `NCCL_X=1 torchrun ...` / `export` lines
+    people paste above a log or nccl-tests output. Only lines that can hold a setting are read, each run
+    of them keeping its line numbers in the file; NCCL's own log lines are skipped."""
+    from ncdoc.evidence.launch_env_shell import ShellReader
+    reader = _Collector(source)
+    shell = ShellReader(reader)
+    block: list[str] = []
+    first = 0
+    continued = False
+    for number, raw in enumerate(lines, 1):
+        line = raw.rstrip("\r\n")
+        # cheapest tests first: a long log is mostly NCCL INFO lines and lines naming no relevant variable
+        keep = continued or (_RUN_RELEVANT.search(line) is not None and _RUN_LOG_LINE.search(line) is None
+                             and _RUN_CANDIDATE.search(line) is not None)
+        if keep:
+            if not block:
+                first = number
+            block.append(line)
+        elif block:
+            shell.read("\n".join(block), first_line=first)
+            block = []
+        continued = keep and line.endswith("\\")
+    if block:
+        shell.read("\n".join(block), first_line=first)
     return reader.result()
 
 

@@ -24,12 +24,13 @@ class ShellReader:
     def __init__(self, out: _Collector):
         self.out = out
 
-    def read(self, text: str) -> None:
+    def read(self, text: str, first_line: int = 1) -> None:
+        """Read `text`, whose first line is line `first_line` of the file (a block cut from a longer text)."""
         lines = text.splitlines()
         k8s_name: tuple[str, int] | None = None
         i = 0
         while i < len(lines):
-            first = i + 1
+            first = i + first_line
             parts = [lines[i]]
             while parts[-1].endswith("\\") and i + 1 < len(lines):     # continuation lines
                 parts[-1] = parts[-1][:-1]

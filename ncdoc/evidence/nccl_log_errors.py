@@ -40,6 +40,14 @@ _CUDA = re.compile(r"Cuda failure (?:(\d+) )?'([^']*)'?")
 _SHM = re.compile(r"shared memory (?:segment|file) (\S+)")
 _VMISMATCH = re.compile(r"rank (\d+) version (\d+) rank (\d+) version (\d+)")
 _GPU_PAIR = re.compile(r"GPUs (\d+) and (\d+)")
+_FAMILY = re.compile(r"with family (\d+)")
+# graph/search.cc, graph/xml.cc, graph/topo.cc: reading NCCL_GRAPH_FILE / NCCL_TOPO_FILE (XML) and
+# matching it to the GPUs and NICs found. message start (or phrase) -> which file it concerns.
+_XML_WARNS = (("XML Import Channel", "graph"), ("XML Graph has wrong version", "graph"),
+              ("Could not open XML graph file", "graph"), ("XML Topology has wrong version", "topology"),
+              ("Could not open XML topology file", "topology"), ("system node not found in XML", "topology"),
+              ("Add NVLink error : could not find", "topology"), ("Add PCI Link error : could not find", "topology"),
+              ("Add C2c error : could not find", "topology"), ("XML Parse", ""), ("XML Mismatch", ""))
 _QP_FIELDS = (("state", re.compile(r"curr state (\w+)")), ("next_state", re.compile(r"next state (\w+)")),
               ("device", re.compile(r"on dev ([^,\s]+)")), ("gid_index", re.compile(r"GID index (\d+)")),
               ("local_gid", re.compile(r"local GID (?!index)([^,\s]+)")),
@@ -83,11 +91,7 @@ def _classify(msg: str) -> Classified | None:
     if m:
         num = int(m.group(1))
         sym, meaning = errno_from_number(num)
-        rest = m.group(3) or ""
-        fields = {k: p.search(rest) for k, p in _QP_FIELDS}
-        kind = "qp_connect_timeout" if num == 110 else "ib_qp_modify_failed"
-        return Classified(kind, meaning or m.group(2), num, sym, _d(
-            error=m.group(2).strip(), **{k: v.group(1) for k, v in fields.items() if v}))
+        return _qp_failure(num, sym, meaning, m.group(2).strip(), m.group(3) or "")
     if "Unable to open device" in msg or "ibv_open_device" in msg:
         dev = msg.rsplit(" ", 1)[-1] if "Unable to open device" in msg else None
         return Classified("ibv_open_device_failed", "a verbs device is listed but cannot be opened (container "
@@ -100,6 +104,8 @@ def _classify(msg: str) -> Classified | None:
         sym, meaning = errno_from_number(num) if num is not None else (None, "")
         if num is None and err:
             num, sym, meaning = errno_from_text(err)
+        if m.group(1) == "ibv_modify_qp":         # before 2.24: "failed with error <strerror>[ errno N]"
+            return _qp_failure(num, sym, meaning, err)
         return Classified("ibv_call_failed", meaning or f"{m.group(1)} failed", num, sym,
                           _d(call=m.group(1), error=err))
     if "incompatible devices" in msg:
@@ -129,6 +135,11 @@ def _classify(msg: str) -> Classified | None:
     if "Message truncated" in msg:
         return Classified("message_truncated", "a bootstrap message had an unexpected size: ranks run "
                                                "different NCCL versions or mismatched collectives")
+    if "is neither AF_INET" in msg:            # ncclSocketInit on an address nothing ever filled in
+        f = _FAMILY.search(msg)
+        return Classified("bootstrap_no_interface", "NCCL tried to connect to an address that was never set: no "
+                                                    "interface matched NCCL_SOCKET_IFNAME (or NCCL_SOCKET_FAMILY) "
+                                                    "on this host", None, None, _d(family=f and f.group(1)))
     if "Bootstrap : no socket interface found" in msg or "no device found matching NCCL_OOB" in msg:
         return Classified("bootstrap_no_interface", "no usable socket interface for the bootstrap "
                                                     "(NCCL_SOCKET_IFNAME matches nothing that is up)")
@@ -161,6 +172,9 @@ def _classify(msg: str) -> Classified | None:
         return Classified("p2p_disabled_nvlink", "NVLink-connected GPUs report P2P disabled: a hardware, "
                                                  "driver or Fabric Manager problem", None, None,
                           _d(gpus=g and f"{g.group(1)},{g.group(2)}"))
+    xml = _topo_xml(msg)
+    if xml is not None:
+        return xml
     if "Could not find any local path from gpu" in msg:
         return Classified("no_local_path_gpu_net", "the topology has no path from a GPU to any NIC "
                                                    "(broken topology detection or NCCL_TOPO_FILE)")
@@ -193,6 +207,23 @@ def _classify(msg: str) -> Classified | None:
     if code is not None:
         name, text = NCCL_RESULT[code]
         return Classified("nccl_error", text, code, name)
+    return None
+
+
+def _qp_failure(num: int | None, sym: str | None, meaning: str, error: str, rest: str = "") -> Classified:
+    """A failed QP transition: a timeout (ETIMEDOUT) is an unreachable peer GID, anything else a setup error."""
+    fields = {k: p.search(rest) for k, p in _QP_FIELDS} if rest else {}
+    kind = "qp_connect_timeout" if num == 110 else "ib_qp_modify_failed"
+    return Classified(kind, meaning or error or "ibv_modify_qp failed", num, sym, _d(
+        error=error, **{k: v.group(1) for k, v in fields.items() if v}))
+
+
+def _topo_xml(msg: str) -> Classified | None:
+    for phrase, which in _XML_WARNS:
+        if phrase in msg:
+            return Classified("topo_xml_error", "NCCL could not read or match a topology/graph XML file"
+                              + (f" (the {which} file)" if which else ""), None, None,
+                              _d(file=which, detail=msg[:120]))
     return None
 
 

@@ -9,6 +9,7 @@ next rank that prints it (apply_cached), or None (read every time: counts and er
 from __future__ import annotations
 
 import re
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from ncdoc.evidence import nccl_log_patterns as P
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
     from ncdoc.evidence.nccl_log_scan import LogScanner, RankTally
 
 _CROSS_NIC = re.compile(r"crossNic (\d+)")
+MAX_SMALL = 64            # small sets: ranks and directions without GDR
 
 
 def handle_info(sc: "LogScanner", pre: P.Prefix, rank: "RankTally | None", msg: str, lineno: int,
@@ -230,3 +232,57 @@ def _algo_pick(sc: "LogScanner", m: re.Match, lineno: int, text: str) -> tuple:
     key = f"{m.group(1) or '?'}/{P.algo_name(m.group(3), P.ALGORITHMS)}/{P.algo_name(m.group(4), P.PROTOCOLS)}"
     sc.book.add("algo", lineno, text)
     return apply_cached(sc, None, ("algo", key))
+
+
+# ---------------------------------------------------------------- channel lines (counted by VIA)
+
+def channel_tails(sc: "LogScanner", tails: Counter, block: bytes, base: int) -> None:
+    """Per-channel transport lines, counted by their "via" tail: what each tail means, GDR per rank/direction."""
+    sc.tails.update(tails)
+    off_here = False
+    for tail in tails:
+        info = sc.tail_info.get(tail)
+        if info is None:
+            info = sc.tail_info[tail] = _tail_info(tail.decode("utf-8", "replace"))
+            if info[0] == "NET" and info[2] != "Socket":
+                kind = "gdr_channel_on" if info[3] else "gdr_channel_off"
+                if sc.book.wants(kind):
+                    _cite(sc, kind, block, base, b" via " + tail)
+        if info[0] == "NET" and info[2] != "Socket" and not info[3]:
+            off_here = True
+    if off_here and len(sc.gdr_ranks_off) < MAX_SMALL:
+        for m in P.NET_CHANNEL.finditer(block):
+            if m.group(4) == b"Socket" or b"/GDRDMA" in m.group(6):
+                continue
+            ls = block.rfind(b"\n", 0, m.start()) + 1
+            pre = P.parse_prefix(block[ls:m.start()].decode("utf-8", "replace").split(" NCCL INFO")[0])
+            if pre.rank_key and len(sc.gdr_ranks_off) < MAX_SMALL:
+                sc.gdr_ranks_off.setdefault(pre.rank_key, None)
+            sc.gdr_dirs_off.setdefault(m.group(3).decode(), None)
+
+
+def _cite(sc: "LogScanner", kind: str, block: bytes, base: int, needle: bytes) -> None:
+    at = block.find(needle)
+    while at >= 0 and block[at + len(needle):at + len(needle) + 1] not in (b" ", b"\r", b"\n", b""):
+        at = block.find(needle, at + 1)              # "NET/IB/0" is also the start of "NET/IB/0/GDRDMA"
+    if at >= 0:
+        ls = block.rfind(b"\n", 0, at) + 1
+        le = block.find(b"\n", at)
+        sc.book.add(kind, base + block.count(b"\n", 0, ls) + 1,
+                    block[ls:le if le >= 0 else len(block)].decode("utf-8", "replace"))
+
+
+def _tail_info(tail: str) -> tuple:
+    """(transport, kind, net name, gdr, proxied) for a channel line's "via ..." tail."""
+    if tail.startswith("NET/") or tail.startswith("COLLNET/"):
+        transport, _, rest = tail.partition("/")
+        parts = rest.split("/")
+        net = parts[0]
+        gdr = "/GDRDMA" in tail
+        proxied = len(parts) > 1 and "(" in parts[1]
+        return transport, f"{transport}/{net}" + ("/GDRDMA" if gdr else ""), net, gdr, proxied
+    if tail.startswith("P2P/"):
+        kind = tail.split("/")[1] if "/" in tail else ""
+        kind = {"direct": "direct pointer"}.get(kind, kind)
+        return "P2P", f"P2P/{kind}", None, False, False
+    return "SHM", "SHM", None, False, False

@@ -3,8 +3,9 @@
 Per block, three passes in C: VIA counts the per-channel transport lines by their tail, AGG
 counts the messages every rank repeats (env, plugins, GDR decisions...) so each distinct one
 is read once, and SCAN finds the lines read one by one with the rank that printed them
-(WARNs, versions, network choices, comm lifecycle, error traces). Everything kept is bounded
-(ranks, hosts, evidence, problems, caches), so memory stays flat whatever the log size.
+(WARNs, versions, network choices, comm lifecycle, error traces, and the error text frameworks
+print around NCCL's: "NCCL error", ncclXxxError names, "Last error:"). Everything kept is
+bounded (ranks, hosts, evidence, problems, caches), so memory stays flat whatever the log size.
 """
 
 from __future__ import annotations
@@ -17,11 +18,10 @@ from ncdoc.evidence.citation import PER_KIND, Evidence, EvidenceBook
 from ncdoc.evidence.nccl_log import LogFacts
 from ncdoc.evidence.nccl_log_net import SEEN as _SEEN
 from ncdoc.evidence.nccl_log_net import apply_cached as _apply
-from ncdoc.evidence.nccl_log_info import handle_info
+from ncdoc.evidence.nccl_log_info import channel_tails, handle_info
 
 MAX_RANKS = 4096
 MAX_HOSTS = 4096
-MAX_SMALL = 64            # small sets: ranks without GDR, hosts per device, ...
 _CACHEABLE = 512          # longer messages are read each time rather than kept as cache keys
 
 
@@ -107,6 +107,8 @@ class LogScanner:
         self.cross_nic: set[int] = set()
         self.nvswitch: dict[str, None] = {}
         self.follow = 0                              # framework follow-up lines still to read
+        self.result_line = 0                         # the line an ncclXxxError name was last counted from
+        self.tail = b""                              # the last bytes of the previous blocks
         self.follow_last_error = False
 
     # ------------------------------------------------------------ blocks
@@ -116,7 +118,7 @@ class LogScanner:
         pos = self._follow_up(block, 0, base + 1) if self.follow else 0
         tails = Counter(P.VIA.findall(block))
         if tails:
-            self._channels(tails, block, base)
+            channel_tails(self, tails, block, base)
         agg = Counter(P.AGG.findall(block))
         if agg:
             self._aggregated(agg, block, base)
@@ -128,6 +130,17 @@ class LogScanner:
             m = search(block, pos)
             if m is None:
                 break
+            if block[m.start() + 1] == 97:              # "a": a "Last error:" line, whoever printed it
+                ls = max(rfind(b"\n", 0, m.start()) + 1, pos)
+                le = find(b"\n", m.start())
+                le = end if le < 0 else le
+                nl += count(b"\n", counted, ls)
+                counted = ls
+                matched += 1
+                self._result_before(block, ls, base + nl + 1)
+                self._last_error(block[ls:le].decode("utf-8", "replace").strip(), base + nl + 1)
+                pos = self._follow_up(block, le + 1, base + nl + 2) if self.follow else le + 1
+                continue
             s = m.start() - 3                           # SCAN matches from the "L" of "NCCL"
             if s < 0 or block[s:s + 3] != b"NCC":       # an "L INFO" that is not the end of "NCCL"
                 pos = m.start() + 1
@@ -189,6 +202,7 @@ class LogScanner:
                     pos = self._follow_up(block, le + 1, base + nl + 2)
         self.recognised += matched
         self.lines = base + count(b"\n")
+        self.tail = block[-_LOOK_BACK:] if len(block) >= _LOOK_BACK else (self.tail + block)[-_LOOK_BACK:]
 
     def _aggregated(self, agg: Counter, block: bytes, base: int) -> None:
         """Messages counted by AGG: read each distinct one once, then only count it."""
@@ -250,7 +264,8 @@ class LogScanner:
         self.problem(P.classify_error(msg) or _UNCLASSIFIED, msg, "WARN", pre, rank, lineno, text)
 
     def _follow_up(self, block: bytes, pos: int, lineno: int) -> int:
-        """Read the lines after a framework "NCCL error" line: ncclXxxError names and "Last error:"."""
+        """Read the lines after a framework "NCCL error" or an empty "Last error:" line: the message
+        ncclGetLastError gave, and the ncclXxxError name."""
         while self.follow and pos < len(block):
             le = block.find(b"\n", pos)
             le = len(block) if le < 0 else le
@@ -259,23 +274,47 @@ class LogScanner:
                 break
             line = block[pos:le].decode("utf-8", "replace").strip()
             self.follow -= 1
-            if self.follow_last_error and line:
+            self._result_name(line, lineno)
+            if line and self.follow_last_error:
                 self.follow_last_error = False
-                cls = P.classify_error(line)
-                if cls:
-                    self.problem(cls, line, "last_error", P.Prefix(), None, lineno, line)
-            elif line.startswith("Last error:"):
-                rest = line[len("Last error:"):].strip()
-                if rest:
-                    cls = P.classify_error(rest)
-                    if cls:
-                        self.problem(cls, rest, "last_error", P.Prefix(), None, lineno, line)
-                else:
-                    self.follow_last_error = True
-            elif line[:4] == "nccl" and "Error" in line.split(":", 1)[0]:
-                self.results[line.split(":", 1)[0]] += 1
+                self._last_error_text(P.untag(line), line, lineno)
+            elif "Last error:" in line:
+                self._last_error(line, lineno)
             pos, lineno = le + 1, lineno + 1
         return pos
+
+    def _last_error(self, line: str, lineno: int) -> None:
+        """A "Last error:" line: the message follows on the same line, or on the next one."""
+        rest = line[line.find("Last error:") + len("Last error:"):].strip()
+        if rest:
+            self._last_error_text(rest, line, lineno)
+        else:
+            self.follow, self.follow_last_error = max(self.follow, _LAST_ERROR_LINES), True
+
+    def _last_error_text(self, msg: str, text: str, lineno: int) -> None:
+        # ncclGetLastError is the last WARN's message: kept even when no pattern names it
+        self.problem(P.classify_error(msg) or _UNCLASSIFIED, msg, "last_error", P.Prefix(), None, lineno, text)
+
+    def _result_before(self, block: bytes, ls: int, lineno: int) -> None:
+        """The ncclXxxError line a framework prints just before "Last error:" (one of the two lines above)."""
+        head = block[max(0, ls - _LOOK_BACK):ls]
+        if ls < _LOOK_BACK:
+            head = self.tail + head                     # the previous blocks' last bytes
+        if b"ncc" in head:
+            for back, raw in enumerate(reversed(head.split(b"\n")[-3:-1]), 1):
+                if self._result_name(raw.decode("utf-8", "replace").strip(), lineno - back):
+                    return
+
+    def _result_name(self, line: str, lineno: int) -> bool:
+        """Count the ncclResult_t name a framework line starts its message with ("ncclInternalError: ...")."""
+        m = P.RESULT_NAME.search(line, 0, 256) if "ncc" in line else None
+        if m is None:
+            return False
+        if lineno != self.result_line:      # read as a follow-up and again above a "Last error:"
+            self.result_line = lineno
+            self.results[m.group(1)] += 1
+            self.book.add("nccl_result", lineno, line)
+        return True
 
     # ------------------------------------------------------------ per-line facts
 
@@ -317,11 +356,11 @@ class LogScanner:
     def problem(self, cls: P.Classified, msg: str, level: str, pre: P.Prefix, rank: RankTally | None,
                  lineno: int, text: str) -> None:
         self.problem_counts[cls.kind] += 1
-        details = dict(cls.details)
-        if level in ("WARN", "last_error", "framework"):
-            details["before_init_complete"] = not any(c.complete for c in self.comms.values())
         kept = self.problems.setdefault(cls.kind, [])
         if len(kept) < PER_KIND:
+            details = dict(cls.details)
+            if level in ("WARN", "last_error", "framework"):
+                details["before_init_complete"] = not any(c.complete for c in self.comms.values())
             entry = {"kind": cls.kind, "meaning": cls.meaning, "message": msg.strip()[:300], "level": level,
                      "code": cls.code, "code_name": cls.code_name, "details": details, "host": pre.host,
                      "rank": pre.rank_key, "source_file": pre.file, "evidence": Evidence.of(lineno, text)}
@@ -348,41 +387,6 @@ class LogScanner:
         if entry is not None and "bootstrap" in path.lower():
             entry["details"]["phase"] = "bootstrap"
 
-    # ------------------------------------------------------------ channels
-
-    def _channels(self, tails: Counter, block: bytes, base: int) -> None:
-        self.tails.update(tails)
-        off_here = False
-        for tail in tails:
-            info = self.tail_info.get(tail)
-            if info is None:
-                info = self.tail_info[tail] = _tail_info(tail.decode("utf-8", "replace"))
-                if info[0] == "NET" and info[2] != "Socket":
-                    kind = "gdr_channel_on" if info[3] else "gdr_channel_off"
-                    if self.book.wants(kind):
-                        self._cite(kind, block, base, b" via " + tail)
-            if info[0] == "NET" and info[2] != "Socket" and not info[3]:
-                off_here = True
-        if off_here and len(self.gdr_ranks_off) < MAX_SMALL:
-            for m in P.NET_CHANNEL.finditer(block):
-                if m.group(4) == b"Socket" or b"/GDRDMA" in m.group(6):
-                    continue
-                ls = block.rfind(b"\n", 0, m.start()) + 1
-                pre = P.parse_prefix(block[ls:m.start()].decode("utf-8", "replace").split(" NCCL INFO")[0])
-                if pre.rank_key and len(self.gdr_ranks_off) < MAX_SMALL:
-                    self.gdr_ranks_off.setdefault(pre.rank_key, None)
-                self.gdr_dirs_off.setdefault(m.group(3).decode(), None)
-
-    def _cite(self, kind: str, block: bytes, base: int, needle: bytes) -> None:
-        at = block.find(needle)
-        while at >= 0 and block[at + len(needle):at + len(needle) + 1] not in (b" ", b"\r", b"\n", b""):
-            at = block.find(needle, at + 1)              # "NET/IB/0" is also the start of "NET/IB/0/GDRDMA"
-        if at >= 0:
-            ls = block.rfind(b"\n", 0, at) + 1
-            le = block.find(b"\n", at)
-            self.book.add(kind, base + block.count(b"\n", 0, ls) + 1,
-                          block[ls:le if le >= 0 else len(block)].decode("utf-8", "replace"))
-
     # ------------------------------------------------------------ the end
 
     def result(self, source: str = "") -> LogFacts:
@@ -391,20 +395,5 @@ class LogScanner:
 
 
 _UNCLASSIFIED = P.Classified("warn", "an NCCL warning")
-
-
-
-def _tail_info(tail: str) -> tuple:
-    """(transport, kind, net name, gdr, proxied) for a channel line's "via ..." tail."""
-    if tail.startswith("NET/") or tail.startswith("COLLNET/"):
-        transport, _, rest = tail.partition("/")
-        parts = rest.split("/")
-        net = parts[0]
-        gdr = "/GDRDMA" in tail
-        proxied = len(parts) > 1 and "(" in parts[1]
-        return transport, f"{transport}/{net}" + ("/GDRDMA" if gdr else ""), net, gdr, proxied
-    if tail.startswith("P2P/"):
-        kind = tail.split("/")[1] if "/" in tail else ""
-        kind = {"direct": "direct pointer"}.get(kind, kind)
-        return "P2P", f"P2P/{kind}", None, False, False
-    return "SHM", "SHM", None, False, False
+_LAST_ERROR_LINES = 1     # an empty "Last error:" line: its message is the next line
+_LOOK_BACK = 2048         # bytes above a "Last error:" line searched for the ncclXxxError line

@@ -34,8 +34,11 @@ _NCCL_LOG = re.compile(r"NCCL (?:INFO|WARN|TRACE)\b|NCCL version \d", re.M)
 _IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:", re.M)
 _IBSTAT = re.compile(r"^CA '[^']+'\s*$|^\s+CA type:", re.M)
 _SHOW_GIDS = re.compile(r"^[ \t]*DEV[ \t]+PORT[ \t]+INDEX[ \t]+GID\b", re.M)
+# `ibv_devinfo -v` prints each port's GID table as "\t\t\tGID[  3]:\t\t::ffff:10.0.0.1, RoCE v2"; people
+# often paste those lines alone, without the hca_id line above them.
+_IBV_GID_LINE = r"^[ \t]*GID\[[ \t]*\d+\]:[ \t]*[0-9A-Fa-f]*:[0-9A-Fa-f:.]*"
 _IBV_DEVINFO = re.compile(r"^\s*hca_id:\s*\S|^\s*\d+ HCAs? found|^\s*No IB devices found|"
-                          r"(?:^|[\s$#>])ibv_devinfo(?:\s|$)", re.M)
+                          r"(?:^|[\s$#>])ibv_devinfo(?:\s|$)|" + _IBV_GID_LINE, re.M)
 _ENV = re.compile(r"(?:^|[\s\"',;{\[])(?:export[ \t]+)?NCCL_[A-Z0-9_]+[ \t]*(?:=|:[ \t\"'0-9A-Za-z^])|"
                   r"-x[ \t]+NCCL_[A-Z0-9_]+|--export[= ][^\n]*NCCL_|name:[ \t]*[\"']?NCCL_", re.M)
 

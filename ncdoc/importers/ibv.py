@@ -29,6 +29,34 @@ class IbvResult:
 
 # ---------------------------------------------------------------- ibv_devinfo
 
+# fields ibv_devinfo prints under a port (with -v), and its GID table lines
+_PORT_FIELDS = ("state", "phys_state", "max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc", "link_layer",
+                "active_width", "active_speed", "max_msg_sz", "port_cap_flags", "gid_tbl_len", "subnet_timeout")
+_PORT_LINE = re.compile(rf"^\s*(?:GID\[\s*\d+\]|{'|'.join(_PORT_FIELDS)}):")
+_DEV_OPTION = re.compile(r"(?:^|\s)(?:-d|--ib-dev)(?:=|\s+)([\w.\-]+)")
+_PORT_OPTION = re.compile(r"(?:^|\s)(?:-i|--ib-port)(?:=|\s+)(\d+)")
+_ANY_HEADER = re.compile(r"^\s*(?:hca_id:|CA '|Infiniband device '|DEV\s+PORT\s+INDEX\b|\d+ HCAs? found)")
+FRAGMENT_NAME = "(unnamed)"
+
+
+def _fragment(lines: list[str], at: int) -> tuple[HcaBuild, int, str]:
+    """A device for port lines pasted without their hca_id line: named and numbered from an
+    `ibv_devinfo -d NAME [-i PORT]` command line above them when there is one."""
+    name, port = FRAGMENT_NAME, 1
+    for ln in reversed(lines[:at]):
+        if re.search(r"(?:^|[\s$#>])ibv_devinfo(?:\s|$)", ln):
+            m, mp = _DEV_OPTION.search(ln), _PORT_OPTION.search(ln)
+            name = m.group(1) if m else name
+            port = int(mp.group(1)) if mp else port
+            break
+    if name == FRAGMENT_NAME:
+        note = (f"ibv_devinfo port lines without their hca_id line: read as one device of unknown name "
+                f"{FRAGMENT_NAME}, port {port}")
+    else:
+        note = f"ibv_devinfo port lines without their hca_id line: read as {name} port {port} (from the command line)"
+    return HcaBuild(name, {"_fragment": True}), port, note
+
+
 def read_ibv_devinfo(lines: list[str]) -> tuple[list[HcaBuild], bool, list[str]]:
     hcas: list[HcaBuild] = []
     notes: list[str] = []
@@ -38,8 +66,15 @@ def read_ibv_devinfo(lines: list[str]) -> tuple[list[HcaBuild], bool, list[str]]
     lane: dict[int, float] = {}
     listed = False
     no_driver: list[str] = []
-    for ln in lines:
+    # port lines before any record header, in a text with no header of any RDMA tool: a pasted fragment
+    headerless = not any(_ANY_HEADER.match(ln) for ln in lines)
+    for i, ln in enumerate(lines):
         s = ln.strip()
+        if headerless and cur is None and not hcas and _PORT_LINE.match(ln):
+            cur, port, note = _fragment(lines, i)
+            cur.port(port)
+            hcas.append(cur)
+            notes.append(note)
         if m := re.match(r"(\d+) HCAs? found", s):
             listed = True
             if int(m.group(1)) == 0:
@@ -113,6 +148,10 @@ def read_ibv_devinfo(lines: list[str]) -> tuple[list[HcaBuild], bool, list[str]]
                      + ", ".join(sorted(no_driver, key=natural_key)))
     for h in hcas:  # -v prints width and per-lane speed; the rate is their product
         for p in h.ports.values():
+            if h.attrs.get("_fragment") and p.get("link_layer") is None and p["gids"] and \
+                    all((g.type or "").endswith(("v1", "v2")) for g in p["gids"]):
+                p["link_layer"] = "Ethernet"     # RoCE GID types exist only on an Ethernet link layer
+                notes.append(f"{h.name} port {p['num']}: link layer taken as Ethernet from its RoCE GID types")
             if id(p) in width and id(p) in lane:
                 p["rate_gbps"] = width[id(p)] * lane[id(p)]
                 p["rate_text"] = f"{p['rate_gbps']:g} Gb/sec ({p['width']}{' ' + p['speed'] if p.get('speed') else ''})"
@@ -163,6 +202,7 @@ def parse_ibv(text: str, source: str = "", tool: str | None = None) -> IbvResult
         raise InputError(f"no device found in the {' / '.join(tools)} output")
     for b in merged.values():
         b.attrs.pop("_listed", None)
+        b.attrs.pop("_fragment", None)
     hcas = tuple(sorted((b.build() for b in merged.values()), key=lambda h: natural_key(h.name)))
     if hcas:
         status = Status.ok(source)
@@ -190,8 +230,8 @@ def _merge_build(a: HcaBuild, b: HcaBuild) -> HcaBuild:
 def _cut_short(builds: list[HcaBuild]) -> bool:
     """A full record that stops before its port's link layer (the last field) was cut off."""
     for b in builds:
-        if b.attrs.get("_listed"):
-            continue  # `ibv_devinfo -l` names only
+        if b.attrs.get("_listed") or b.attrs.get("_fragment"):
+            continue  # `ibv_devinfo -l` names only; a pasted fragment (noted as such)
         if not b.ports:
             return True
         if any(p.get("link_layer") is None for p in b.ports.values()):
