@@ -282,3 +282,16 @@ def test_scan_pattern_still_starts_with_one_literal():
             assert depth > 0 or i == len(pattern) - 1, "SCAN must be L(...) as a whole"
         else:
             assert not (c == "|" and depth == 0), "an alternative outside L(...)"
+
+
+# ---------------------------------------------------------------- a framework's report alone
+
+def test_framework_error_report_without_nccl_debug_is_read_as_a_log(tmp_path, capsys):
+    # JAX/XLA tags every line with its worker; NCCL_DEBUG unset, so no NCCL INFO/WARN line at all
+    doc, path = triage(tmp_path, capsys, (
+        "[w2|0]:ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+        "[w2|0]:Last error:\n"
+        "[w2|0]:Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 41000\n"))
+    assert doc["inputs"][0]["kind"] == "nccl_log"
+    assert doc["verdict"]["name"] == "duplicate-gpu"
+    assert doc["verdict"]["evidence"][0]["where"] == f"{path}:3"

@@ -126,6 +126,7 @@ def test_summary_only_paste_reports_wrong_results(capsys, tmp_path):
     assert rc == 1 and doc["inputs"][0]["read_as"] == ["nccl_tests"] and doc["inputs"][0]["notes"] == []
     assert by_name(doc)["nccl-tests-wrong-results"]["severity"] == "error"
     assert doc["verdict"]["name"] == "nccl-tests-wrong-results"
+    assert doc["verdict"]["evidence"][0]["where"] == f"{path}:2"      # the FAILED line itself
     src = doc["facts"]["sources"][0]["facts"]
     assert src["avg_busbw_gbps"] == pytest.approx(61.25) and src["out_of_bounds"] == 7
 

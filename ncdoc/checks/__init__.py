@@ -11,8 +11,10 @@ from __future__ import annotations
 # a rule naming one of its functions then fails the registry test, not a user's run.
 MODULES = (
     "ncdoc.checks.env",         # the env alone: names, values, shadowing
-    "ncdoc.checks.env_node",    # the env against the node: HCA lists, interfaces, GIDs, NIC count
-    "ncdoc.checks.node",        # the node: RDMA stack, GPUDirect, topology, fabric manager
+    "ncdoc.checks.env_node",    # the env against the node: HCA lists, interfaces, NIC count, GDR level
+    "ncdoc.checks.roce_gid",    # the env against the node's RoCE GID tables (or the log)
+    "ncdoc.checks.node",        # the node: RDMA stack, GPUDirect, fabric manager
+    "ncdoc.checks.topology",    # GPU-NIC placement, VMs that hide the PCIe tree
     "ncdoc.checks.links",       # link health: port state, rate, errors, MTU, PCIe width
     "ncdoc.checks.policy",      # site policy packs (ncdoc.policy)
     "ncdoc.checks.evidence",    # NCCL logs and nccl-tests output

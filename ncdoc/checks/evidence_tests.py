@@ -133,7 +133,8 @@ def nccl_tests_wrong_results(ctx: Context):
         if bad and oob_failed:
             msg += f" and {oob} out-of-bounds value(s)"
         yield Hit(msg + ": the collective returned corrupt data, so its bandwidth means nothing",
-                  merge_evidence(_ev(t, *bad[:3]), cite_kind(t, "summary", limit=1)), subject="wrong")
+                  merge_evidence(_ev(t, *bad[:3]), cite_kind(t, "out_of_bounds" if oob_failed else "summary", limit=1)),
+                  subject="wrong")
 
 
 @check("nccl_tests_failed")

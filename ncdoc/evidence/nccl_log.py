@@ -173,7 +173,7 @@ class LogFacts:
     rank_count: int = 0
     problems: tuple[Problem, ...] = ()
     problem_counts: dict[str, int] = field(default_factory=dict)
-    nccl_results: dict[str, int] = field(default_factory=dict)   # ncclSystemError... from "-> N" traces
+    nccl_results: dict[str, int] = field(default_factory=dict)   # ncclSystemError...: "-> N" traces, frameworks' reports
     nccl_result_sources: dict[str, dict[str, int]] = field(default_factory=dict)  # result -> file:line of traces
     algorithms: dict[str, Any] = field(default_factory=dict)
     ib: dict[str, Any] = field(default_factory=dict)              # RoCE GID indexes, MTUs from QP lines

@@ -163,6 +163,7 @@ class TextParser:
             if m:
                 f["oob"] = int(m.group(1))
                 f["oob_ok"] = (m.group(2) or "OK") == "OK"
+                self.book.add("out_of_bounds", n, text)
         elif "Avg bus bandwidth" in s:
             f["summaries"] += 1
             m = _AVG.search(s)

@@ -30,7 +30,10 @@ _TESTS_ROW = re.compile(r"^[ \t]*\d+[ \t]+\d+[ \t]+(?:float|double|half|bfloat16
 _TESTS_HEAD = re.compile(r"^#[ \t]+size[ \t]+count[ \t]+type|Avg bus bandwidth|Collective test|"
                          r"^#[ \t]*Out of bounds values", re.M)
 _TESTS_PREAMBLE = re.compile(r"^#[ \t]*nThread[ \t]+\d+|^#[ \t]*Using devices", re.M)
-_NCCL_LOG = re.compile(r"NCCL (?:INFO|WARN|TRACE)\b|NCCL version \d", re.M)
+# NCCL's own lines, or a framework's report of an NCCL failure (PyTorch c10d, JAX/XLA: "ncclInternalError:
+# ..." then "Last error:") when NCCL_DEBUG was not set
+_NCCL_LOG = re.compile(r"NCCL (?:INFO|WARN|TRACE)\b|NCCL version \d|NCCL error|\bnccl(?:[A-Z]\w*Error|InvalidArgument|InvalidUsage): |Last error:",
+                       re.M)
 _IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:", re.M)
 _IBSTAT = re.compile(r"^CA '[^']+'\s*$|^\s+CA type:", re.M)
 _SHOW_GIDS = re.compile(r"^[ \t]*DEV[ \t]+PORT[ \t]+INDEX[ \t]+GID\b", re.M)
