@@ -83,8 +83,8 @@ def test_sigkill_mid_study_then_resume_keeps_completed_and_requeues_running(tmp_
 
 @pytest.mark.ray
 @pytest.mark.slow
-def test_ctrl_c_stores_running_trials_as_interrupted_and_queues_them(tmp_path):
-    out = tmp_path / "out"
+def _interrupt_a_tune(out):
+    """Start a tune, SIGINT it while a trial runs; (returncode, stdout, stderr)."""
     db = out / "study.db"
     proc = subprocess.Popen([sys.executable, "-m", "ncdoc", "tune", "--preset", "h100-ib-2node", "--out", str(out),
                              "--repeats", "1", "--trials", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -100,10 +100,21 @@ def test_ctrl_c_stores_running_trials_as_interrupted_and_queues_them(tmp_path):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    assert proc.returncode == 130 and stdout == ""
-    assert "--resume" in stderr and "Traceback" not in stderr
-    trials = _trials(db)
-    stopped = [t for t in trials.values() if t.user_attrs.get("ncdoc.fail_kind") == "interrupted"]
+    return proc.returncode, stdout, stderr
+
+
+def test_ctrl_c_stores_running_trials_as_interrupted_and_queues_them(tmp_path):
+    # a simulated trial takes milliseconds: the signal can land just after the trial seen RUNNING
+    # finished; such a try proves nothing about running trials, so it is taken again
+    for attempt in range(4):
+        out = tmp_path / f"out{attempt}"
+        rc, stdout, stderr = _interrupt_a_tune(out)
+        assert rc == 130 and stdout == ""
+        assert "--resume" in stderr and "Traceback" not in stderr
+        trials = _trials(out / "study.db")
+        stopped = [t for t in trials.values() if t.user_attrs.get("ncdoc.fail_kind") == "interrupted"]
+        if stopped:
+            break
     assert stopped and all(t.state.name == "FAIL" for t in stopped)
     queued = [t for t in trials.values() if t.state.name == "WAITING"]
     assert sorted(t.user_attrs["ncdoc.requeued_from"] for t in queued) == sorted(t.number for t in stopped)
