@@ -109,7 +109,7 @@ def test_ctrl_c_stores_running_trials_as_interrupted_and_queues_them(tmp_path):
     for attempt in range(4):
         out = tmp_path / f"out{attempt}"
         rc, stdout, stderr = _interrupt_a_tune(out)
-        assert rc == 130 and stdout == ""
+        assert rc == 130 and stdout == "", stderr[-3000:]
         assert "--resume" in stderr and "Traceback" not in stderr
         trials = _trials(out / "study.db")
         stopped = [t for t in trials.values() if t.user_attrs.get("ncdoc.fail_kind") == "interrupted"]
@@ -185,3 +185,18 @@ def test_progress_is_a_live_line_on_a_tty_and_plain_lines_otherwise():
     p.update(info)
     p.update(info)                                              # same trial count: no duplicate line
     assert plain.getvalue() == "ncdoc tune: trial 3 of 10, 1 failed, best x1.234 vs baseline, ETA 35s\n"
+
+
+def test_ctrl_c_inside_a_storage_commit_is_an_interrupt():
+    from optuna.exceptions import StorageInternalError
+
+    from ncdoc.cli.commands.tune import _interrupted
+
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as exc:       # what Optuna's sqlite storage does around a commit
+            raise StorageInternalError("An exception is raised during the commit.") from exc
+    except StorageInternalError as wrapped:
+        assert _interrupted(wrapped)
+    assert not _interrupted(StorageInternalError("disk full"))

@@ -144,6 +144,16 @@ def _text(result) -> str:
     return "\n".join(lines)
 
 
+def _interrupted(exc: BaseException | None) -> bool:
+    """Ctrl-C, also when it landed inside a storage commit (Optuna re-raises it as StorageInternalError)."""
+    seen = 0
+    while exc is not None and seen < 16:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        exc, seen = exc.__cause__ or exc.__context__, seen + 1
+    return False
+
+
 def run(args: argparse.Namespace) -> int:
     from ncdoc.tuner.progress import Progress
     from ncdoc.tuner.run import run_tune
@@ -152,10 +162,12 @@ def run(args: argparse.Namespace) -> int:
     progress = Progress(sys.stderr)
     try:
         result = run_tune(opts, progress=progress)
-    except KeyboardInterrupt:
+    except BaseException as exc:
+        if not _interrupted(exc):
+            raise
         progress.finish()
-        progress.note(f"interrupted; the study is saved: run the same command with --resume to continue it")
-        raise
+        progress.note("interrupted; the study is saved: run the same command with --resume to continue it")
+        raise KeyboardInterrupt from None
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
