@@ -136,3 +136,32 @@ def test_file_entry_point_errors(tmp_path):
     (tmp_path / "bin").write_bytes(bytes(range(256)))
     with pytest.raises(InputError, match="binary"):
         parse_launch_env_file(tmp_path / "bin")
+
+
+@pytest.mark.parametrize("line, expected", [
+    # a NAME=V counts before the command word, after export/declare/env, and as a launcher option's value
+    ("NCCL_IB_HCA=mlx5_0 torchrun x.py", {"NCCL_IB_HCA": "mlx5_0"}),
+    ("env -u HOME NCCL_ALGO=Ring ./a", {"NCCL_ALGO": "Ring"}),
+    ("for i in 1 2; do NCCL_DEBUG=INFO ./run; done", {"NCCL_DEBUG": "INFO"}),
+    ("if NCCL_P2P_LEVEL=NVL ./check; then NCCL_ALGO=Tree ./run; fi", {"NCCL_P2P_LEVEL": "NVL", "NCCL_ALGO": "Tree"}),
+    ("setup() { NCCL_IB_TIMEOUT=22 ./run; }", {"NCCL_IB_TIMEOUT": "22"}),
+    ("(export NCCL_SOCKET_IFNAME=eth2; ./run)", {"NCCL_SOCKET_IFNAME": "eth2"}),
+    ("srun --export=ALL,NCCL_IB_HCA=mlx5_0,mlx5_1 ./a", {"NCCL_IB_HCA": "mlx5_0,mlx5_1"}),
+    # ... and not as an argument of another command, in parentheses after one, or in prose
+    ("echo NCCL_IB_HCA=mlx5_0", {}),
+    ("Disable NVLS (NCCL_NVLS_ENABLE=0) if you wish to avoid this error in the future.", {}),
+    ("[rank3]: Disable NVLS (NCCL_NVLS_ENABLE=0) if you wish to avoid this error in the future.", {}),
+    ("./run --tag (NCCL_ALGO=Ring) NCCL_PROTO=LL", {}),
+    ("python -c 'print(1)' NCCL_DEBUG=INFO", {}),
+])
+def test_only_shell_assignments_count(line, expected):
+    assert parse_launch_env(line).as_dict() == expected
+
+
+def test_advice_lines_in_a_run_text_set_nothing():
+    from ncdoc.evidence.launch_env import parse_launch_env_in_run
+    lines = ["NCCL_NVLS_ENABLE=1 torchrun --nproc-per-node 8 train.py",
+             "[rank0]: Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'x'.",
+             "[rank0]: Disable NVLS (NCCL_NVLS_ENABLE=0) if you wish to avoid this error in the future."]
+    found = parse_launch_env_in_run(lines, "run.txt")
+    assert [(e.value.name, e.value.value, e.value.line) for e in found.entries] == [("NCCL_NVLS_ENABLE", "1", 1)]

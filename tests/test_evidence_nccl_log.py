@@ -388,3 +388,85 @@ def test_l_info_without_nccl_before_it_is_not_a_prefix_and_never_loops():
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
+
+
+# NCCL 2.27+ NVLS binds, aws-ofi-nccl's errors, sysfs paths topology detection could not resolve
+@pytest.mark.parametrize("msg, kind, code, details", [
+    ("Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 401 'the operation cannot "
+     "be performed in the present state'.", "cuda_failure", 401, {"error": "the operation cannot be performed in "
+                                                                          "the present state"}),
+    ("Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 at MC group 7f00 offset 0 : CUDA error 2 "
+     "'out of memory'.", "cuda_failure", 2, {"error": "out of memory"}),
+    ("Failed to CUDA calloc 6291456 bytes", "cuda_alloc_failed", 2, {"bytes": "6291456"}),
+    ("NET/OFI Unable to insert remote address into address vector for device 1. RC: 0", "ofi_av_insert_failed",
+     None, {"device": "1", "rc": "0"}),
+    ("NET/OFI Request 0x7f00aa01 completed with error. RC: 20. Error: unknown error. Completed length: 0, "
+     "Request: { buffer_index: 255, dev: 1, size: 0, state: CREATED, direction: SEND }", "ofi_completion_error", 20,
+     {"error": "unknown error", "device": "1", "direction": "SEND"}),
+    ("NET/OFI Request 0x7f00aa01 seq 12 completed with error. RC: 103. Error: 4126 (Unresponsive receiver "
+     "(reachable by EFA device but handshake failed)). Completed length: 0, Request: { dev: 0 }",
+     "ofi_completion_error", 103, {"prov_errno": "4126", "error": "Unresponsive receiver (reachable by EFA device "
+                                                                 "but handshake failed)"}),
+    ("Could not find real path of /sys/class/pci_bus/0000:21/../../0000:21:00.0", "topo_sysfs_path_missing", None,
+     {"what": "gpu", "device": "0000:21:00.0", "path": "/sys/class/pci_bus/0000:21/../../0000:21:00.0"}),
+    ("Could not find real path of mlx5_3 (/sys/class/infiniband/mlx5_3/device)", "topo_sysfs_path_missing", None,
+     {"what": "nic", "device": "mlx5_3", "path": "/sys/class/infiniband/mlx5_3/device"}),
+])
+def test_more_warn_messages_are_named(msg, kind, code, details):
+    f = parse_nccl_log([f"gpu9:77:79 [3] transport/nvls.cc:155 NCCL WARN {msg}"])
+    (p,) = f.problems
+    assert (p.kind, p.code, p.level) == (kind, code, "WARN")
+    assert {k: p.details.get(k) for k in details} == details
+
+
+def test_pytorch_cuda_error_text_is_not_an_nccl_cuda_failure():
+    f = parse_nccl_log(["torch.distributed.DistBackendError: NCCL error in: x.cpp:93, unhandled cuda error, "
+                        "NCCL version 2.29.7", "RuntimeError: CUDA error: out of memory"])
+    assert not f.problems_of("cuda_failure")
+
+
+def test_last_error_text_without_its_last_error_line():
+    # a paste that dropped the "Last error:" line: the text after the ncclXxxError line is still read
+    f = parse_nccl_log(["torch.distributed.DistBackendError: NCCL error in: /x/NCCLUtils.cpp:93, unhandled cuda "
+                        "error, NCCL version 2.29.7", "ncclUnhandledCudaError: Call to CUDA function failed.",
+                        "Failed to bind NVLink SHARP (NVLS) Multicast memory of size 2097152 : CUDA error 2 'out of "
+                        "memory'.", "This is usually caused by a system or configuration error in the Fabric "
+                        "Manager or NVSwitches."])
+    (p,) = f.problems_of("cuda_failure")
+    assert (p.code, p.level, p.evidence.line) == (2, "last_error", 3)
+    assert [x.kind for x in f.problems] == ["nccl_error", "cuda_failure"]
+
+
+def test_a_plugin_function_where_nccl_puts_its_file_is_not_a_host():
+    f = parse_nccl_log(["[1,5]<stdout>:worker-2:41:97 [5] ofi_process_cq:1039 NCCL WARN NET/OFI Request 0x7f00 "
+                        "completed with error. RC: 5. Error: unknown error. Completed length: 0"])
+    (p,) = f.problems
+    assert (p.host, p.source_file) == ("worker-2", "ofi_process_cq:1039")
+    assert f.hosts == ("worker-2",)
+
+
+def test_info_real_path_lines_are_read():
+    f = parse_nccl_log(["n1:5:6 [0] NCCL INFO Could not find real path of /sys/class/pci_bus/0000:3b/../../"
+                        "0000:3b:00.0", "n1:5:6 [0] NCCL INFO graph/xml.cc:469 -> 2"])
+    (p,) = f.problems_of("topo_sysfs_path_missing")
+    assert (p.level, p.details["what"]) == ("INFO", "gpu")
+
+
+def test_an_l_info_line_not_from_nccl_gives_the_same_facts_in_any_block():
+    # a hypothesis seed found it: an AGG-shaped "L INFO ..." at a block's start once read the block's
+    # tail as its prefix (a negative slice), so facts changed with the block size
+    import json
+
+    from ncdoc.evidence.nccl_log_scan import LogScanner
+    from ncdoc.evidence.textfile import iter_line_blocks
+
+    lines = ["node01:4012:4012 [0] NCCL INFO ", "L INFO AllReduce: 1048576 Bytes -> Algo 9 proto 7 time 1",
+             "node01:4012:4012 [0] NCCL INFO AllReduce: 1048576 Bytes -> Algo 1 proto 2 time 10.5"]
+    whole = json.dumps(parse_nccl_log(lines).to_facts(), sort_keys=True, default=str)
+    for size in (1, 23, 1 << 20):
+        scanner = LogScanner()
+        for block in iter_line_blocks(lines, block_bytes=size):
+            scanner.feed(block)
+        assert json.dumps(scanner.result("").to_facts(), sort_keys=True, default=str) == whole, size
+    facts = json.loads(whole)
+    assert facts["hosts"] == ["node01"] and facts["recognised_lines"] == 1

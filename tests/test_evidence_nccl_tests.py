@@ -239,3 +239,19 @@ def test_not_failure_lines_and_the_bound():
 def test_json_output_has_no_failures():
     f = fixture("nccl_tests_alltoall.json")
     assert f.failures == () and f.to_facts()["failures"] == [] and f.to_facts()["failure_note"] is None
+
+
+def test_a_paste_whose_hash_lines_markdown_turned_into_headings(capsys):
+    # copied from a rendered GitHub issue: "# nThread", "#  Rank" and "# Avg bus bandwidth" lose their "#"
+    from ncdoc.importers.detect import detect_kind
+    text = ("nThread 1 nGpus 2 minBytes 8 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+            "validation: 1 graph: 0\n\nUsing devices\n"
+            "Rank  0 Group  0 Pid  51200 on    ws-07 device  0 [0x01] NVIDIA GeForce RTX 4090\n"
+            "Rank  1 Group  0 Pid  51200 on    ws-07 device  1 [0x41] NVIDIA GeForce RTX 4090\n\n"
+            "     1048576        262144     float     sum      -1    91.20   11.50   11.50      0    90.80"
+            "   11.55   11.55      0\n"
+            "Out of bounds values : 0 OK\nAvg bus bandwidth    : 11.52\n")
+    assert detect_kind(text) == "nccl_tests"
+    f = parse_nccl_tests(text.splitlines())
+    assert [(d.rank, d.host) for d in f.devices] == [(0, "ws-07"), (1, "ws-07")]
+    assert f.headers == 1 and f.avg_busbw_gbps == 11.52 and f.out_of_bounds == 0

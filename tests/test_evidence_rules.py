@@ -22,7 +22,7 @@ CASES = yaml.safe_load((ROOT / "tests" / "rule_cases" / "evidence.yaml").read_te
 RULES = {r.name: r for r in load_sources()}
 EVIDENCE_RULES = [r for r in RULES.values() if r.pack == "evidence"]
 SHARED = ("no-rdma-devices", "net-plugin-missing", "socket-ifname-loopback", "socket-ifname-virtual",
-          "fabric-manager", "nic-count-limited")
+          "fabric-manager", "nic-count-limited", "mixed-link-layers")
 
 
 def fired(spec: dict, rules) -> dict[str, set[str]]:

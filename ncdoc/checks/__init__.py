@@ -24,7 +24,8 @@ MODULES = (
 # Modules whose every check reads run evidence (ctx.evidence: NCCL logs, nccl-tests output,
 # pasted node evidence). When a run has no evidence at all (`ncdoc check`, `ncdoc lint`),
 # their checks are skipped with NO_EVIDENCE without importing them.
-EVIDENCE_MODULES = ("ncdoc.checks.evidence", "ncdoc.checks.evidence_log", "ncdoc.checks.evidence_tests")
+EVIDENCE_MODULES = ("ncdoc.checks.evidence", "ncdoc.checks.evidence_log", "ncdoc.checks.evidence_tests",
+                    "ncdoc.checks.evidence_failures")
 NO_EVIDENCE = "no NCCL log or nccl-tests output given"
 
 

@@ -2,16 +2,16 @@
 
 The six `ev_*` functions here are the log side of rules the node pack owns (rules/node.yaml,
 rules/env.yaml): the rule fires from whichever side has facts. The rules only the evidence
-can decide live in rules/evidence.yaml; their checks are in evidence_log (NCCL logs) and
-evidence_tests (nccl-tests tables), imported here so that importing this module registers
-every evidence check. Last, unexplained_nccl_warning: the log's first NCCL error when none of
+can decide live in rules/evidence.yaml; their checks are in evidence_log and evidence_failures
+(NCCL logs) and evidence_tests (nccl-tests tables), imported here so that importing this module
+registers every evidence check. Last, unexplained_nccl_warning: the log's first NCCL error when none of
 those log checks explains anything in it.
 """
 
 from __future__ import annotations
 
-from ncdoc.checks import evidence_log, evidence_tests  # noqa: F401  (registers their checks)
-from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, local_gpus,
+from ncdoc.checks import evidence_failures, evidence_log, evidence_tests  # noqa: F401  (registers their checks)
+from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, in_nvls, local_gpus,
                                           log_net_devices, merge_evidence, multi_node, need_logs, node_evidence)
 from ncdoc.engine import CHECKS, Context, check
 from ncdoc.findings import Evidence, Hit, Skip
@@ -202,29 +202,23 @@ def ev_socket_ifname_virtual(ctx: Context):
 
 # ---------------------------------------------------------------- fabric manager
 
-_FM_CODES = {802, 999}
-
-
-def _in_nvls(log, p) -> bool:
-    """The CUDA failure came from NCCL's NVLS code: its WARN's file, else (no file:line kept) the
-    ncclUnhandledCudaError traces."""
-    if p.source_file:
-        return "nvls" in p.source_file.lower()
-    return any("nvls" in f.lower() for f in (log.nccl_result_sources or {}).get("ncclUnhandledCudaError", {}))
-
-
 @check("ev_fabric_manager")
 def ev_fabric_manager(ctx: Context):
-    """CUDA 802 (system not ready) or 999 on the NVLS/NVSwitch path, or 1 (invalid argument) from NVLS setup:
-    the Fabric Manager state."""
+    """CUDA 802 (system not ready) or 999 on the NVLS/NVSwitch path, 401 (illegal state) binding NVLS multicast
+    memory, or 1 (invalid argument) from NVLS setup: the Fabric Manager state. (CUDA 2, out of memory, in NVLS
+    setup is nvls-multicast-exhausted: resources used up, not the Fabric Manager.)"""
     for log in need_logs(ctx):
         bad, restarted = [], []
         for p in log.problems_of("cuda_failure"):
             if p.code == 802:
                 bad.append(p)
-            elif p.code == 999 and (_in_nvls(log, p) or log.nvswitch_context):
+            elif p.code == 999 and (in_nvls(log, p) or log.nvswitch_context):
                 bad.append(p)
-            elif p.code == 1 and _in_nvls(log, p):
+            elif p.code == 401 and in_nvls(log, p):
+                # cuMulticastBindMem refused in the present state: the GPUs' fabric registration went
+                # stale (Fabric Manager restarted without a GPU reset) or the NVSwitches are in a bad state
+                bad.append(p)
+            elif p.code == 1 and in_nvls(log, p):
                 # maintainers' answer in NVIDIA/nccl#976, #1338, #1488: the multicast objects NCCL maps
                 # went stale when the Fabric Manager restarted under GPUs that were not reset
                 restarted.append(p)
@@ -240,14 +234,17 @@ def ev_fabric_manager(ctx: Context):
         if not bad:
             continue
         codes = sorted({p.code for p in bad})
+        bind = any(p.code == 401 for p in bad)
         yield Hit(f"CUDA error {'/'.join(map(str, codes))} "
-                  + ("in NCCL's NVLS (NVLink SHARP) setup" if any(_in_nvls(log, p) for p in bad)
+                  + ("in NCCL's NVLS (NVLink SHARP) setup" if any(in_nvls(log, p) for p in bad)
                      else "on an NVSwitch system")
+                  + (" (binding NVLS multicast memory is not allowed in the GPU's present state)" if bind else "")
                   + ": the NVSwitch Fabric Manager is not running, not finished, or was restarted without a GPU "
-                    "reset",
+                    "reset, or the NVSwitches are in a bad state",
                   cite_problems(log, bad),
                   fix="Check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A2 Fabric`; after a "
-                      "Fabric Manager restart reset the GPUs (or reboot). NCCL_NVLS_ENABLE=0 only hides NVLS.",
+                      "Fabric Manager restart reset the GPUs (or reboot). NCCL_NVLS_ENABLE=0 gets the job going "
+                      "without NVLS (slower all-reduce on NVSwitch systems) but only hides the fault.",
                   severity="error", subject="fabric-manager")
 
 
@@ -283,8 +280,25 @@ def ev_nic_count_limited(ctx: Context):
 
 # The modules whose checks read NCCL logs. Every rule using them defaults to error or warning (a test
 # holds them to it), so a hit that leaves its severity to the rule is loud.
-_LOG_CHECK_MODULES = ("ncdoc.checks.evidence", "ncdoc.checks.evidence_log")
+_LOG_CHECK_MODULES = ("ncdoc.checks.evidence", "ncdoc.checks.evidence_log", "ncdoc.checks.evidence_failures")
 _ERROR_LEVELS = ("WARN", "last_error", "framework")
+# What a rank reports when another rank (or its own proxy) failed first: cited only when nothing else is.
+_CONSEQUENCE_TEXT = ("Connection closed by remote peer", "Socket recv failed", "Connection closed by localRank",
+                     "remote process exited or there was a network error", "ncclRemoteError")
+
+
+def _consequence(p) -> bool:
+    return (p.kind == "socket_closed_by_peer" or (p.kind == "nccl_error" and p.code == 6)
+            or any(t in p.message for t in _CONSEQUENCE_TEXT))
+
+
+def _first_cause(errors: list):
+    """The error line to cite: one naming its own failure before one that only says a peer went away, before a
+    bare ncclResult_t ("internal error"); a WARN before the framework's copy of it."""
+    def rank(i: int) -> tuple:
+        p = errors[i]
+        return p.kind == "nccl_error", _consequence(p), p.level != "WARN", i
+    return errors[min(range(len(errors)), key=rank)] if errors else None
 
 
 def _explained(ctx: Context, log) -> bool:
@@ -312,7 +326,7 @@ def unexplained_nccl_warning(ctx: Context):
                           for m in [RESULT_NAME.search(e.text)] if m})
         if not (errors or results) or _explained(ctx, log):
             continue
-        first = next((p for p in errors if p.level == "WARN"), errors[0] if errors else None)
+        first = _first_cause(errors)
         if first is not None:
             where = f" at {first.source_file}" if first.source_file else ""
             msg = (f"NCCL reported an error{where} that no rule explains: \"{first.message}\""

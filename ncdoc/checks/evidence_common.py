@@ -103,6 +103,24 @@ def merge_evidence(*groups: Iterable[Evidence], limit: int = 6) -> tuple[Evidenc
     return tuple(out[:limit])
 
 
+# ---------------------------------------------------------------- NCCL's NVLS code
+
+# What NCCL 2.27+ says when binding NVLS multicast memory fails ("Failed to bind NVLink SHARP (NVLS)
+# Multicast memory of size N : CUDA error 401 '...'"), with or without its WARN prefix.
+_NVLS_WORDS = ("NVLink SHARP", "NVLS", "Multicast", "multicast")
+
+
+def in_nvls(log: Any, p: Any) -> bool:
+    """The CUDA failure came from NCCL's NVLS code: its message names NVLS / multicast memory, its WARN's
+    file is nvls.cc, else (no file:line kept) the ncclUnhandledCudaError traces go through nvls.cc."""
+    if any(w in (p.message or "") for w in _NVLS_WORDS):
+        return True
+    if p.source_file:
+        return "nvls" in p.source_file.lower()
+    sources = (getattr(log, "nccl_result_sources", None) or {}).get("ncclUnhandledCudaError", {})
+    return any("nvls" in f.lower() for f in sources)
+
+
 # ---------------------------------------------------------------- the environment
 
 def env_value(ctx: Context, name: str) -> str | None:
@@ -162,12 +180,21 @@ def ranks_per_host(t: Any) -> dict[str, int]:
 
 
 def tests_complete_listing(t: Any) -> bool:
-    """True when the device list is whole: ranks 0..n-1 once each, followed by results."""
+    """True when the device list is whole: ranks 0..n-1 once each, and the output goes on past it (results, or
+    a failure after the list: a run that failed before measuring), or one process lists nThread x nGpus ranks."""
     devices = getattr(t, "devices", None) or ()
     if not devices or getattr(t, "truncated", False) or getattr(t, "duplicate_ranks", ()):
         return False
     ranks = sorted(d.rank for d in devices)
-    return ranks == list(range(len(ranks))) and bool(getattr(t, "rows", ()))
+    if ranks != list(range(len(ranks))):
+        return False
+    if getattr(t, "rows", ()):
+        return True
+    last = max(d.line for d in devices)
+    if any(f.line > last for f in getattr(t, "failures", ()) or ()):
+        return True
+    per_process = (getattr(t, "nthread", None) or 0) * (getattr(t, "ngpus", None) or 0)
+    return len({d.pid for d in devices}) == 1 and per_process == len(ranks)
 
 
 def job_nodes(ctx: Context) -> int | None:

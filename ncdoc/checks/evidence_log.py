@@ -192,11 +192,12 @@ def ib_qp_setup_failed(ctx: Context):
 
 @check("ib_incompatible_devices")
 def ib_incompatible_devices(ctx: Context):
+    # NCCL's own WARN only: a device list holding both link layers is mixed-link-layers (a warning)
     for log in need_logs(ctx):
         probs = log.problems_of("ib_incompatible_devices")
-        if probs or log.link_layer == "mixed":
+        if probs:
             yield Hit("NCCL paired NICs of different link layers (InfiniBand and RoCE), which cannot talk to each "
-                      "other", cite_problems(log, probs, 2) or cite_kind(log, "net_devices", limit=2),
+                      "other", merge_evidence(cite_problems(log, probs, 2), cite_kind(log, "net_devices", limit=1)),
                       subject="link-layers")
 
 

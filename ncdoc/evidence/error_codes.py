@@ -107,6 +107,10 @@ CUDA_ERROR_BY_TEXT: dict[str, tuple[int, str, str]] = {
                                                                "(CUDA_VISIBLE_DEVICES / local rank mapping)"),
     "peer access is not supported between these two devices": (
         217, "cudaErrorPeerAccessUnsupported", "P2P is not possible between these GPUs"),
+    "the operation cannot be performed in the present state": (
+        401, "cudaErrorIllegalState", "the call is not allowed in the GPU's present state: for NVLS multicast "
+                                      "memory the Fabric Manager / NVSwitch state (restarted without a GPU reset, "
+                                      "not running, or no fabric state in this container)"),
     "an illegal memory access was encountered": (700, "cudaErrorIllegalAddress", "a kernel faulted"),
     "unspecified launch failure": (719, "cudaErrorLaunchFailure", "a kernel faulted"),
     "operation not supported": (801, "cudaErrorNotSupported", "operation not supported on this system"),

@@ -16,7 +16,9 @@ from ncdoc.evidence.launch_env import (
 )
 
 _DECLARE = ("export", "declare", "typeset", "readonly", "local")
-_SEPARATORS = {";", "&", "&&", "|", "||", "(", ")", ";;", "|&"}
+_SEPARATORS = {";", "&", "&&", "|", "||", "(", ")", "()", ";;", "|&"}
+# Words after which a shell starts a new command, whose leading NAME=V words are assignments again.
+_RESERVED = {"do", "then", "else", "elif", "if", "while", "until", "time", "!", "{"}
 _YAMLISH = re.compile(r"""^\s*(?:-\s*)?["']?[A-Za-z_][A-Za-z0-9_]*["']?\s*:(?:\s|$)""")
 
 
@@ -127,17 +129,30 @@ class ShellReader:
             pos = at if at >= 0 else cursor[0]
             return starts[max(0, bisect.bisect_right(offsets, pos) - 1)][1]
 
+        # "(" opens a subshell only where a command starts; after a command's first word it is text inside
+        # that command (prose such as "Disable NVLS (NCCL_NVLS_ENABLE=0) if ...", or the "$(" of a value),
+        # and so is everything up to its ")"
         cmd: list[str] = []
-        for w in words + [";"]:
-            if w in _SEPARATORS:
+        depth = 0
+        for w in words:
+            if depth or (w == "(" and cmd):
+                depth += (w == "(") - (w == ")")
+                cmd.append(w)
+            elif w in _SEPARATORS:
                 if cmd:
                     self._command(cmd, line_of)
                 cmd = []
             else:
                 cmd.append(w)
+        if cmd:
+            self._command(cmd, line_of)
 
     def _command(self, words: list[str], line_of) -> None:
+        """One simple command: NAME=V counts only before its command word, after export/declare/env, or as a
+        launcher option's value (_options); a NAME=V after the command word is an argument, not a setting."""
         out = self.out
+        while len(words) > 1 and words[0] in _RESERVED:
+            words = words[1:]
         j = 0
         if words[0] in _DECLARE:
             j = 1

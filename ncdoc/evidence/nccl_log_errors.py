@@ -36,11 +36,22 @@ _FUNC = re.compile(r"(\w+):? $")
 _OLD_CONNECT = re.compile(r"Call to connect (?:timeout|returned|failed)? ?: (.+)")
 _EXCEEDED = re.compile(r": exceeded (retries|timeouts) \((\d+)\)")
 _IO = re.compile(r"Call to (recv|send) (?:from|to) (\S+) failed : (.+)")
-_CUDA = re.compile(r"Cuda failure (?:(\d+) )?'([^']*)'?")
+# "Cuda failure N 'text'" (CUDACHECK/CUCHECK) and, from 2.27, "CUDA error N 'text'" (NVLS multicast binds)
+_CUDA = re.compile(r"(?:Cuda failure|CUDA error) (?:(\d+) )?'([^']*)'?")
+_ALLOC = re.compile(r"Failed to CUDA (?:calloc|malloc) (\d+) bytes")
 _SHM = re.compile(r"shared memory (?:segment|file) (\S+)")
 _VMISMATCH = re.compile(r"rank (\d+) version (\d+) rank (\d+) version (\d+)")
 _GPU_PAIR = re.compile(r"GPUs (\d+) and (\d+)")
 _FAMILY = re.compile(r"with family (\d+)")
+# aws-ofi-nccl (NCCL_OFI_WARN, "NET/OFI " in front): fi_av_insert of a peer's EFA address, and error
+# completions ("Request %p [seq %d ]completed with error. RC: %d. [Flags: %ld. ]Error: [%d (]%s[)]. Completed ...")
+_OFI_AV = re.compile(r"Unable to insert remote address into address vector for device (\d+)(?:\. RC: (-?\d+))?")
+_OFI_CQ = re.compile(r"completed with error\. RC: (-?\d+)\.(?: Flags: \d+\.)? Error: (?:(-?\d+) \()?")
+_OFI_DEV = re.compile(r"\bdev: (\d+)")
+_OFI_DIR = re.compile(r"direction: (\w+)")
+# graph/xml.cc getPciPath (the GPU's /sys/class/pci_bus/... path: fatal) and the net transports' NIC
+# paths ("of mlx5_0 (/sys/class/infiniband/mlx5_0/device)": NCCL goes on with the NIC placed nowhere)
+_REAL_PATH = re.compile(r"Could not find real path of (\S+)(?: \(([^)\s]*)\))?")
 # graph/search.cc, graph/xml.cc, graph/topo.cc: reading NCCL_GRAPH_FILE / NCCL_TOPO_FILE (XML) and
 # matching it to the GPUs and NICs found. message start (or phrase) -> which file it concerns.
 _XML_WARNS = (("XML Import Channel", "graph"), ("XML Graph has wrong version", "graph"),
@@ -73,6 +84,10 @@ def classify_error(msg: str) -> Classified | None:
 
 @lru_cache(maxsize=4096)
 def _classify(msg: str) -> Classified | None:
+    if "RC: " in msg:             # aws-ofi-nccl: the provider's error text after it may read like anything
+        ofi = _ofi(msg)
+        if ofi is not None:
+            return ofi
     m = _COMPLETION.search(msg)
     if m:
         code = int(m.group(3))
@@ -165,8 +180,10 @@ def _classify(msg: str) -> Classified | None:
         code = int(m.group(1)) if m.group(1) else None
         code, name, meaning = cuda_error(code, m.group(2))
         return Classified("cuda_failure", meaning or m.group(2), code, name, _d(error=m.group(2)))
-    if "Failed to CUDA calloc" in msg or "Failed to CUDA malloc" in msg:
-        return Classified("cuda_alloc_failed", "GPU memory allocation failed", 2, "cudaErrorMemoryAllocation")
+    m = _ALLOC.search(msg)
+    if m or "Failed to CUDA calloc" in msg or "Failed to CUDA malloc" in msg:
+        return Classified("cuda_alloc_failed", "GPU memory allocation failed", 2, "cudaErrorMemoryAllocation",
+                          _d(bytes=m and m.group(1)))
     if "P2P is disabled between NVLINK connected GPUs" in msg:
         g = _GPU_PAIR.search(msg)
         return Classified("p2p_disabled_nvlink", "NVLink-connected GPUs report P2P disabled: a hardware, "
@@ -175,6 +192,9 @@ def _classify(msg: str) -> Classified | None:
     xml = _topo_xml(msg)
     if xml is not None:
         return xml
+    m = _REAL_PATH.search(msg)
+    if m:
+        return _real_path(m.group(1), m.group(2))
     if "Could not find any local path from gpu" in msg:
         return Classified("no_local_path_gpu_net", "the topology has no path from a GPU to any NIC "
                                                    "(broken topology detection or NCCL_TOPO_FILE)")
@@ -216,6 +236,38 @@ def _qp_failure(num: int | None, sym: str | None, meaning: str, error: str, rest
     kind = "qp_connect_timeout" if num == 110 else "ib_qp_modify_failed"
     return Classified(kind, meaning or error or "ibv_modify_qp failed", num, sym, _d(
         error=error, **{k: v.group(1) for k, v in fields.items() if v}))
+
+
+def _ofi(msg: str) -> Classified | None:
+    m = _OFI_AV.search(msg)
+    if m:
+        return Classified("ofi_av_insert_failed", "the EFA provider could not add a peer's address to its address "
+                                                  "vector: this node cannot reach that peer over EFA", None, None,
+                          _d(device=m.group(1), rc=m.group(2)))
+    m = _OFI_CQ.search(msg)
+    if m is None:
+        return None
+    text = msg[m.end():]
+    cut = text.find(". Completed length")
+    text = (text[:cut] if cut >= 0 else text)[:200].strip()
+    if m.group(2) and text.endswith(")"):
+        text = text[:-1]
+    dev, direction = _OFI_DEV.search(msg), _OFI_DIR.search(msg)
+    return Classified("ofi_completion_error", "an EFA (libfabric) transfer completed with an error", int(m.group(1)),
+                      None, _d(prov_errno=m.group(2), error=text, device=dev and dev.group(1),
+                               direction=direction and direction.group(1)))
+
+
+def _real_path(path: str, inner: str | None) -> Classified:
+    sys_path = inner if inner and inner.startswith("/sys/") else path
+    if "/pci_bus/" in sys_path:
+        return Classified("topo_sysfs_path_missing", "NCCL could not find the GPU's PCI device in sysfs, so "
+                                                     "topology detection fails", None, None,
+                          _d(path=sys_path, device=sys_path.rstrip("/").rsplit("/", 1)[-1], what="gpu"))
+    return Classified("topo_sysfs_path_missing", "NCCL could not find a device's PCI path in sysfs and cannot place "
+                                                 "it in the topology", None, None,
+                      _d(path=sys_path, device=path if inner else None,
+                         what="nic" if "/infiniband/" in sys_path or "/net/" in sys_path else "device"))
 
 
 def _topo_xml(msg: str) -> Classified | None:

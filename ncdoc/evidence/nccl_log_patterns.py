@@ -48,7 +48,7 @@ _RANK_KEYS = rb"|".join([
     rb"A(?:ssigned NET plugin|ll entries)",
     rb"P2P is disabled",
     rb"Error",
-    rb"C(?:ould not find (?:a path|any)|UDA Dev \d+, IP|uda failure|all to )",
+    rb"C(?:ould not find (?:a path|any|real path)|UDA Dev \d+, IP|uda failure|all to )",
     rb"HINT",
     rb"Failed to ",
     rb"\[Rank \d+\] nccl",
@@ -88,6 +88,10 @@ def untag(line: str) -> str:
 
 _ID = re.compile(r"^[A-Za-z0-9_.\-]+(?::[\w\-]+){0,2}$")
 _SRC_FILE = re.compile(r"^[\w./+-]+\.(?:cc|cu|c|h|cpp|hpp|cxx|py):(\d+)$")
+# Net plugins log through NCCL's logger with their function name where NCCL puts its file
+# (aws-ofi-nccl: "host:pid:tid [0] ofi_process_cq:1039 NCCL WARN NET/OFI ..."): read after a [dev] only.
+_FUNC_LINE = re.compile(r"^[A-Za-z_]\w*:\d+$")
+_DEV_END = re.compile(r"\[\d+\]$")
 
 
 @dataclass(frozen=True)
@@ -136,7 +140,7 @@ def parse_prefix_long(pre: str) -> Prefix:
     if text:
         j = text.rfind(" ")
         last = text[j + 1:]
-        if _SRC_FILE.match(last):
+        if _SRC_FILE.match(last) or (_FUNC_LINE.match(last) and _DEV_END.search(text, 0, max(j, 0))):
             file, text = last, text[:j + 1].rstrip() if j >= 0 else ""
     dev = None
     if text.endswith("]"):

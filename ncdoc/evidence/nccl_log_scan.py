@@ -208,14 +208,21 @@ class LogScanner:
         """Messages counted by AGG: read each distinct one once, then only count it."""
         msg_cache = self.msg_cache
         fresh = []
+        # AGG starts at the "L" of "NCCL": where some "L INFO" ends no "NCCL" (rare), count exactly
+        exact = block.count(b"L INFO ") != block.count(b"NCCL INFO ")
         for msg, n in agg.items():
+            if exact:
+                needle = b"NCCL INFO " + msg
+                n = block.count(needle + b"\n") + block.count(needle + b"\r") + block.endswith(needle)
+                if not n:
+                    continue
             self.recognised += n
             cached = msg_cache.get(msg)
             if cached is None:
-                at = block.find(b"L INFO " + msg)
-                while at >= 0 and block[at + 7 + len(msg):at + 8 + len(msg)] not in (b"\r", b"\n", b""):
-                    at = block.find(b"L INFO " + msg, at + 1)
-                fresh.append((at, msg, n))
+                at, end = block.find(b"NCCL INFO " + msg), 10 + len(msg)
+                while at >= 0 and block[at + end:at + end + 1] not in (b"\r", b"\n", b""):
+                    at = block.find(b"NCCL INFO " + msg, at + 1)
+                fresh.append((at + 3, msg, n))
             elif cached is not _SEEN:
                 _apply(self, None, cached, n)
         counted = nl = 0
@@ -274,12 +281,16 @@ class LogScanner:
                 break
             line = block[pos:le].decode("utf-8", "replace").strip()
             self.follow -= 1
-            self._result_name(line, lineno)
+            named = self._result_name(line, lineno)
             if line and self.follow_last_error:
                 self.follow_last_error = False
                 self._last_error_text(P.untag(line), line, lineno)
             elif "Last error:" in line:
                 self._last_error(line, lineno)
+            elif line and not named:        # ncclGetLastError's text without its "Last error:" line
+                cls = P.classify_error(P.untag(line))
+                if cls is not None and cls.kind != "nccl_error":
+                    self.problem(cls, P.untag(line), "last_error", P.Prefix(), None, lineno, line)
             pos, lineno = le + 1, lineno + 1
         return pos
 

@@ -29,6 +29,10 @@ _CONFIG = re.compile(r"nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)(?
 _DEVICE = re.compile(r"^#\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
                      r"(?:\s+\[([^\]]*)\])?\s*(.*)$")
 _DEVICE_START = re.compile(r"^#\s*Rank\s+\d+")
+# nccl-tests' comment lines that a markdown renderer turns into headings, dropping the "#"
+_HASHLESS = re.compile(r"(?:nThread \d+ nGpus|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+ on |Using devices$|"
+                       r"Out of bounds values\s*:|Avg bus bandwidth\s*:|Collective test (?:starting|concluded)|"
+                       r"nccl-tests version )")
 _ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_]\w*)(.*)$")
 _OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*([-+\d.eE]+|nan|inf)")
@@ -75,6 +79,8 @@ class TextParser:
         s = text.strip()
         if not s:
             return
+        if not s.startswith("#") and _HASHLESS.match(s):
+            s = "# " + s            # pasted from a rendered issue: markdown ate the "#" of these lines
         if s.startswith("#"):
             self._comment(number_, s, text)
             self.last_partial = None

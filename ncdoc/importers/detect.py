@@ -29,7 +29,9 @@ _TESTS_ROW = re.compile(r"^[ \t]*\d+[ \t]+\d+[ \t]+(?:float|double|half|bfloat16
                         r"fp8\w*|f8\w*)[ \t]", re.M)
 _TESTS_HEAD = re.compile(r"^#[ \t]+size[ \t]+count[ \t]+type|Avg bus bandwidth|Collective test|"
                          r"^#[ \t]*Out of bounds values", re.M)
-_TESTS_PREAMBLE = re.compile(r"^#[ \t]*nThread[ \t]+\d+|^#[ \t]*Using devices", re.M)
+# the "#" is optional: pasted from a rendered issue, markdown turned these lines into headings
+_TESTS_PREAMBLE = re.compile(r"^#?[ \t]*nThread[ \t]+\d+[ \t]+nGpus|^#[ \t]*Using devices|"
+                             r"^#?[ \t]*Rank[ \t]+\d+[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]", re.M)
 # NCCL's own lines, or a framework's report of an NCCL failure (PyTorch c10d, JAX/XLA: "ncclInternalError:
 # ..." then "Last error:") when NCCL_DEBUG was not set
 _NCCL_LOG = re.compile(r"NCCL (?:INFO|WARN|TRACE)\b|NCCL version \d|NCCL error|\bnccl(?:[A-Z]\w*Error|InvalidArgument|InvalidUsage): |Last error:",

@@ -1,0 +1,188 @@
+"""Checks over NCCL logs for failures the IB/socket checks do not cover: GPU memory, NVLS multicast
+resources, EFA (aws-ofi-nccl) reachability, and topology detection from sysfs.
+
+Each reads the problems the log parser classified (ncdoc.evidence.nccl_log_errors) and quotes their lines.
+"""
+
+from __future__ import annotations
+
+from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, in_nvls, merge_evidence,
+                                          need_logs)
+from ncdoc.engine import Context, check
+from ncdoc.findings import Hit
+from ncdoc.nccl_parse import version_cmp
+
+# ---------------------------------------------------------------- GPU memory
+
+
+def _oom(log) -> list:
+    """CUDA out-of-memory lines of NCCL's own allocations (alloc.h, p2p/proxy buffers), NVLS setup excepted."""
+    probs = [p for p in log.problems_of("cuda_failure") if p.code == 2]
+    probs += log.problems_of("cuda_alloc_failed")
+    return [p for p in probs if not in_nvls(log, p)]
+
+
+def _where(p) -> str:
+    """"node7 GPU 3" from a problem's host:pid:dev rank key."""
+    parts = (p.rank or "").split(":")
+    return f"{p.host} GPU {parts[2]}" if len(parts) == 3 else p.host
+
+
+def _size(n: int) -> str:
+    for unit, step in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if n >= step:
+            return f"{n / step:g} {unit}"
+    return f"{n} bytes"
+
+
+@check("gpu_out_of_memory")
+def gpu_out_of_memory(ctx: Context):
+    """NCCL could not allocate GPU memory for its buffers (cudaMalloc/cuMemCreate: out of memory)."""
+    for log in need_logs(ctx):
+        probs = _oom(log)
+        if not probs:
+            continue
+        sizes = sorted({int(p.details["bytes"]) for p in probs if str(p.details.get("bytes", "")).isdigit()})
+        ranks = sorted({_where(p) for p in probs if p.host})
+        peers_gone = log.problems_of("socket_closed_by_peer")
+        msg = ("the GPU ran out of memory while NCCL allocated its buffers"
+               + (f" ({', '.join(_size(s) for s in sizes[:3])} requested)" if sizes else "")
+               + (f" on {', '.join(ranks[:3])}" if ranks else "")
+               + ": the framework or other processes hold the GPU's memory, so NCCL cannot set up its "
+                 "connections and init (or the first collective) fails")
+        if peers_gone:
+            msg += ("; the 'Connection closed by remote peer' lines on other ranks follow from it (that rank's "
+                    "process failed first)")
+        yield Hit(msg, merge_evidence(cite_problems(log, probs, 3), env_evidence(ctx, "NCCL_BUFFSIZE")),
+                  fix="Leave GPU memory for NCCL: cap the framework's share (PyTorch: smaller batches or "
+                      "torch.cuda.set_per_process_memory_fraction, and create process groups before the caching "
+                      "allocator fills the GPU; vLLM: lower gpu_memory_utilization), check `nvidia-smi` for other "
+                      "processes on the GPU, lower NCCL_BUFFSIZE or the channel count (NCCL_MAX_NCHANNELS), and "
+                      "destroy communicators you no longer use (ncclCommDestroy / destroy_process_group).",
+                  subject="gpu-memory")
+
+
+@check("nvls_multicast_exhausted")
+def nvls_multicast_exhausted(ctx: Context):
+    """CUDA out of memory in NCCL's NVLS setup: the NVSwitch multicast resources are used up."""
+    for log in need_logs(ctx):
+        probs = [p for p in log.problems_of("cuda_failure") if p.code == 2 and in_nvls(log, p)]
+        if not probs:
+            continue
+        bind = any("Multicast" in p.message or "multicast" in p.message for p in probs)
+        what = ("binding NVLS (NVLink SHARP) multicast memory failed with CUDA error 2 'out of memory'" if bind else
+                "NCCL's NVLS (NVLink SHARP) setup ran out of memory (CUDA error 2)")
+        yield Hit(f"{what}: the NVSwitches' multicast resources are used up - every communicator that uses NVLS "
+                  "holds multicast objects and buffers, and a job creating many communicators (one per "
+                  "tensor/pipeline/FSDP group) exhausts them" + ("" if bind else ", unless GPU memory itself is "
+                                                                 "full")
+                  + "; this is not a Fabric Manager fault",
+                  merge_evidence(cite_problems(log, probs, 2), env_evidence(ctx, "NCCL_NVLS_ENABLE"),
+                                 env_evidence(ctx, "NCCL_NVLS_CHUNKSIZE")),
+                  fix="Create fewer communicators and destroy the ones you no longer use (ncclCommDestroy / "
+                      "destroy_process_group), or run without NVLS (NCCL_NVLS_ENABLE=0, slower all-reduce on "
+                      "NVSwitch systems); a smaller NCCL_NVLS_CHUNKSIZE (default 128 KiB) shrinks each NVLS buffer.",
+                  env_patch={"NCCL_NVLS_ENABLE": "0"}, subject="nvls-multicast")
+
+
+# ---------------------------------------------------------------- EFA (aws-ofi-nccl)
+
+_UNREACHABLE = ("unreach", "unresponsive", "undeliverable", "handshake", "destination", "address")
+
+
+@check("efa_peer_unreachable")
+def efa_peer_unreachable(ctx: Context):
+    """aws-ofi-nccl could not add a peer's EFA address, or EFA transfers completed with an error."""
+    for log in need_logs(ctx):
+        av = log.problems_of("ofi_av_insert_failed")
+        cq = log.problems_of("ofi_completion_error")
+        if not (av or cq):
+            continue
+        parts = []
+        if av:
+            devs = sorted({p.details.get("device") for p in av if p.details.get("device")})
+            parts.append("aws-ofi-nccl could not insert the peer's address into the EFA address vector"
+                         + (f" (device {', '.join(devs)})" if devs else ""))
+        if cq:
+            p = cq[0]
+            err = p.details.get("error") or ""
+            rc = f"RC {p.code}" if p.code is not None else ""
+            said = ", ".join(x for x in (rc, f"'{err[:120]}'" if err else "") if x)
+            parts.append(f"{len(cq)} EFA transfer(s) completed with an error" + (f" ({said})" if said else ""))
+        named = any(w in (p.details.get("error") or "").lower() for p in cq for w in _UNREACHABLE)
+        why = ("the EFA devices of these nodes cannot reach each other" if av or named else
+               "EFA transfers between these nodes fail: most often the peers cannot reach each other over EFA (or "
+               "the peer's process died first)")
+        yield Hit("; ".join(parts) + f": {why}",
+                  merge_evidence(cite_problems(log, list(av) + list(cq), 3), cite_kind(log, "ofi", limit=1)),
+                  fix="Let EFA traffic through: the instances' security group must allow all inbound and all "
+                      "outbound traffic to and from the security group itself (an outbound 0.0.0.0/0 rule does not "
+                      "cover EFA), and all nodes must sit in one placement group and subnet; check with `fi_pingpong "
+                      "-p efa` between two nodes.",
+                  subject="efa")
+
+
+# ---------------------------------------------------------------- topology detection
+
+_WSL2_FROM = "2.10"          # the first NCCL release NVIDIA points WSL2 users to (NVIDIA/nccl#511)
+
+
+def _older_than(version: str | None, than: str) -> bool:
+    try:
+        return bool(version) and version_cmp(version, than) < 0
+    except ValueError:
+        return False
+
+
+@check("topology_detection_failed")
+def topology_detection_failed(ctx: Context):
+    """NCCL could not find a device's PCI path in sysfs ("Could not find real path of ..."): topology detection
+    fails for a GPU, and is blind for a NIC."""
+    for log in need_logs(ctx):
+        probs = [p for p in log.problems_of("topo_sysfs_path_missing") if p.level != "INFO"
+                 or p.details.get("what") == "gpu"]
+        if not probs:
+            continue
+        gpus = [p for p in probs if p.details.get("what") == "gpu"]
+        version = ctx.nccl_version
+        if gpus:
+            p = gpus[0]
+            msg = (f"NCCL's topology detection failed: the GPU's PCI device {p.details.get('device', '')} is not "
+                   f"visible in sysfs ({p.details.get('path', '')}), so NCCL cannot build the topology and init "
+                   "fails. This happens under WSL2, in some VMs, and in containers without the host's /sys")
+            if _older_than(version, _WSL2_FROM):
+                msg += f"; NCCL {version} is older than {_WSL2_FROM}, and NCCL before {_WSL2_FROM} does not run under WSL2"
+            yield Hit(msg, merge_evidence(cite_problems(log, gpus, 2), cite_kind(log, "nccl_version", limit=1)),
+                      fix="Run where the GPU's PCI device shows in /sys/bus/pci/devices (bare metal, or a VM with PCI "
+                          "passthrough; containers with the host's /sys, as Docker mounts it by default); under WSL2 "
+                          f"use NCCL {_WSL2_FROM} or later.",
+                      subject="sysfs-gpu")
+            continue
+        names = sorted({p.details.get("device") or p.details.get("path", "") for p in probs})
+        yield Hit(f"NCCL could not find the PCI path of {', '.join(names[:3])} in sysfs: it cannot place "
+                  f"{'that device' if len(names) == 1 else 'those devices'} in the topology, so GPU-NIC affinity "
+                  "and GPUDirect RDMA decisions are guesses (slower paths)",
+                  cite_problems(log, probs, 2),
+                  fix="Make the devices' PCI paths visible to the job (/sys/class/infiniband/*/device must resolve: "
+                      "containers need the host's /sys), or describe the machine with NCCL_TOPO_FILE.",
+                  severity="warning", subject="sysfs-nic")
+
+
+
+# ---------------------------------------------------------------- NICs of two link layers
+
+@check("ev_mixed_link_layers")
+def ev_mixed_link_layers(ctx: Context):
+    """NCCL listed InfiniBand and RoCE devices together (the node side reads the HCAs)."""
+    for log in need_logs(ctx):
+        if log.link_layer != "mixed" or log.problems_of("ib_incompatible_devices"):
+            continue                # NCCL's own "incompatible devices" WARN has its rule
+        layers: dict[str, list[str]] = {}
+        for d in log.net_devices:
+            if d.transport == "IB" and d.link_layer:
+                layers.setdefault(d.link_layer, []).append(d.name)
+        desc = "; ".join(f"{k}: {', '.join(v)}" for k, v in sorted(layers.items()))
+        yield Hit(f"NCCL uses InfiniBand and RoCE devices together ({desc}): ports of different link layers "
+                  "cannot reach each other, so connections between them fail or NCCL merges nothing",
+                  merge_evidence(env_evidence(ctx, "NCCL_IB_HCA"), cite_kind(log, "net_devices", limit=2)),
+                  subject="NCCL_IB_HCA")
