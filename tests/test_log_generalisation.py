@@ -8,30 +8,14 @@ evidence lines and its fix.
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 import pytest
 
 from ncdoc import ruleset
 from ncdoc.checks import evidence  # noqa: F401  (registers the log checks)
 from ncdoc.checks.evidence import _LOG_CHECK_MODULES
-from ncdoc.cli.main import main
 from ncdoc.engine import CHECKS
 from ncdoc.evidence import nccl_log_patterns as P
-
-
-def triage(tmp_path: Path, capsys, text: str, *argv: str) -> tuple[dict, str]:
-    path = tmp_path / "job.log"
-    path.write_text(text)
-    rc = main(["triage", str(path), "--json", *argv])
-    out, err = capsys.readouterr()
-    assert rc in (0, 1) and err == "", err
-    return json.loads(out), str(path)
-
-
-def named(doc: dict, name: str) -> list[dict]:
-    return [f for f in doc["findings"] if f["name"] == name]
+from triage_helpers import named, triage
 
 
 # ---------------------------------------------------------------- ibv_modify_qp before 2.24

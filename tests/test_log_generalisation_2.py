@@ -11,23 +11,9 @@ its message, evidence and fix, and the facts.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from ncdoc import nccl_vars
-from ncdoc.cli.main import main
-
-
-def triage(tmp_path: Path, capsys, text: str, *argv: str) -> tuple[dict, str]:
-    path = tmp_path / "job.log"
-    path.write_text(text)
-    rc = main(["triage", str(path), "--json", *argv])
-    out, err = capsys.readouterr()
-    assert rc in (0, 1) and err == "", err
-    return json.loads(out), str(path)
-
-
-def named(doc: dict, name: str) -> list[dict]:
-    return [f for f in doc["findings"] if f["name"] == name]
+from triage_helpers import named, triage
 
 
 def wheres(finding: dict) -> list[str]:
