@@ -259,6 +259,7 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
             log, table = _parse_run_text(texts[path], path)
             read_as = tuple(k for k, v in (("nccl_log", log), ("nccl_tests", table)) if v is not None)
             read_as += _launch_of_run(texts[path], path, launch)
+            read_as += _embedded_node(text, path, texts[path], snaps, node_ev)
             if log is not None:
                 logs.append(log)
             if table is not None:
@@ -273,6 +274,27 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
     if snap is not None:
         snap = snap.replace(env=nenv)
     return Gathered(tuple(inputs), tuple(logs), tuple(tests), tuple(launch), snap, nenv, tuple(node_ev), texts)
+
+
+def _embedded_node(text: str, path: str, lines: tuple[str, ...], snaps: list, node_ev: list) -> tuple[str, ...]:
+    """ibv_devinfo / ibstat / topo -m output pasted inside a run file: read it as node evidence too."""
+    from ncdoc.importers import import_text
+    from ncdoc.importers.detect import embedded_node_kinds
+
+    read = []
+    for kind in embedded_node_kinds(text):
+        try:
+            imp = import_text(text, source=path, kind=kind)
+        except InputError:
+            continue                    # a look-alike line, not a listing
+        snap = imp.snapshot
+        if not (snap.hcas.hcas or snap.paths.labels):
+            continue
+        snaps.append(snap)
+        hs = snap.hcas.status
+        node_ev.append(NodeEvidence(path, kind, imp.tool, tuple(imp.notes), hs.state, hs.reason, lines))
+        read.append(imp.tool or kind)
+    return tuple(read)
 
 
 def parse_env_pairs(pairs: Iterable[str]) -> list[EnvValue]:

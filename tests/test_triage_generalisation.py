@@ -332,3 +332,28 @@ def test_an_observed_failure_outranks_a_state(capsys, tmp_path):
     assert doc["verdict"]["name"] == "bootstrap-unreachable"
     assert f["bootstrap-unreachable"]["observed_failure"] is True
     assert f["no-rdma-devices"]["observed_failure"] is False
+
+
+def test_ibv_devinfo_pasted_inside_a_log_is_read_as_node_evidence(capsys, tmp_path):
+    # one file holding everything the user ran: the listing's port state joins the log's facts
+    path = write(tmp_path, "all.txt", (
+        "$ ibv_devinfo\nhca_id: mlx5_0\n        transport:                      InfiniBand (0)\n"
+        "        phys_port_cnt:                  1\n                port:   1\n"
+        "                        state:                  PORT_DOWN (1)\n"
+        "                        link_layer:             InfiniBand\n\n"
+        "nodeA:300:300 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+        "nodeA:300:300 [0] NCCL INFO NET/IB : No device found.\n"
+        "nodeA:300:300 [0] NCCL INFO Using network Socket\n"
+        "nodeA:300:300 [0] NCCL INFO comm 0x5566 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"))
+    rc, doc, _ = run_json(capsys, path)
+    assert rc == 1 and doc["inputs"][0]["read_as"] == ["nccl_log", "ibv_devinfo"]
+    assert doc["facts"]["ports"][0]["device"] == "mlx5_0" and doc["facts"]["ports"][0]["state"] == "DOWN"
+    assert by_name(doc)["port-down"]["severity"] == "error"
+
+
+def test_a_log_that_only_mentions_ibv_devinfo_reads_no_listing(capsys, tmp_path):
+    path = write(tmp_path, "job.log", "nodeA:300:300 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n"
+                                      "check ibv_devinfo on every node\n"
+                                      "nodeA:300:300 [0] NCCL INFO Using network IB\n")
+    rc, doc, _ = run_json(capsys, path)
+    assert doc["inputs"][0]["read_as"] == ["nccl_log"] and doc["facts"]["ports"] == []

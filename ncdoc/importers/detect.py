@@ -80,6 +80,20 @@ def check_text(text: str, what: str = "input") -> None:
         raise InputError(f"{what} is binary or not UTF-8 text")
 
 
+_EMBEDDED_IBV = re.compile(r"^\s*hca_id:\s*\S", re.M)
+
+
+def embedded_node_kinds(text: str) -> tuple[str, ...]:
+    """Node evidence pasted inside a log or nccl-tests output (one file holding everything a user ran):
+    ibv_devinfo / ibstat / ibstatus / show_gids listings and `nvidia-smi topo -m` matrices."""
+    kinds = []
+    if _EMBEDDED_IBV.search(text) or _IBSTAT.search(text) or _IBSTATUS.search(text) or _SHOW_GIDS.search(text):
+        kinds.append("ibv_devinfo")
+    if _TOPO_HEADER.search(text) and _TOPO_ROW.search(text):
+        kinds.append("topo_matrix")
+    return tuple(kinds)
+
+
 def detect_kind(text: str) -> str:
     """The kind of evidence `text` is (one of KINDS); InputError when none fits."""
     check_text(text)
