@@ -188,7 +188,7 @@ def test_stdin_is_read_with_a_dash(capsys, monkeypatch):
 
 
 def test_large_logs_are_streamed(tmp_path, monkeypatch):
-    import ncdoc.triage as t
+    import ncdoc.triage_inputs as t
     monkeypatch.setattr(t, "STREAM_BYTES", 100)
     result = triage([LOG_SOCKET, TESTS])
     assert [i.read_as for i in result.inputs] == [("nccl_log",), ("nccl_tests",)]

@@ -109,7 +109,7 @@ def test_launch_lines_keep_their_line_numbers_among_log_lines():
 
 
 def test_launch_line_of_a_streamed_log(monkeypatch, tmp_path):
-    import ncdoc.triage as t
+    import ncdoc.triage_inputs as t
     monkeypatch.setattr(t, "STREAM_BYTES", 100)
     path = write(tmp_path, "run.txt", LAUNCH + TABLE)
     result = t.triage([path])
