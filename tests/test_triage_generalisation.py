@@ -109,10 +109,11 @@ def test_launch_lines_keep_their_line_numbers_among_log_lines():
 
 
 def test_launch_line_of_a_streamed_log(monkeypatch, tmp_path):
-    import ncdoc.triage_inputs as t
-    monkeypatch.setattr(t, "STREAM_BYTES", 100)
+    import ncdoc.triage_inputs
+    from ncdoc.triage import triage
+    monkeypatch.setattr(ncdoc.triage_inputs, "STREAM_BYTES", 100)
     path = write(tmp_path, "run.txt", LAUNCH + TABLE)
-    result = t.triage([path])
+    result = triage([path])
     assert result.inputs[0].read_as == ("nccl_tests", "env")
     assert result.facts["env"]["NCCL_IB_DISABLE"] == "1"
 
