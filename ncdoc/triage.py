@@ -102,7 +102,8 @@ def quote_verbatim(report: Report, texts: dict[str, tuple[str, ...]]) -> Report:
 
 def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example: str | None = None,
                   env: Sequence[str] = ()) -> Gathered:
-    """Read and parse every input; InputError (exit 2) for any that cannot be used."""
+    """Read and parse every input. A file of no known kind among several is skipped with a note (kind
+    "unknown"); InputError (exit 2) when it is the only input, none is usable, or a known kind fails to parse."""
     from ncdoc.importers import import_text, merge
     from ncdoc.importers.detect import detect_kind, read_input
 
@@ -125,6 +126,7 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
         snaps.append(Snapshot.load(snapshot))
         inputs.append(TriageInput(snapshot, "snapshot_json", ("snapshot",)))
     texts: dict[str, tuple[str, ...]] = {}
+    unknown: list[InputError] = []
     for path in paths:
         path = str(path)
         text, head = _read(path)
@@ -137,7 +139,12 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
         try:
             kind = detect_kind(head)
         except InputError as exc:
-            raise InputError(exc.message, path=path, cause=exc.cause) from None
+            if len(paths) + bool(snapshot) + bool(example) < 2:
+                raise InputError(exc.message, path=path, cause=exc.cause) from None
+            # one unreadable paste among several must not lose the others' answer
+            unknown.append(InputError(exc.message, path=path, cause=exc.cause))
+            inputs.append(TriageInput(path, "unknown", (), (f"skipped: {exc.message}",)))
+            continue
         if text is None and kind in RUN_KINDS:
             log, table = _parse_run_file(path)
             read_as = tuple(k for k, v in (("nccl_log", log), ("nccl_tests", table)) if v is not None)
@@ -176,6 +183,8 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
             notes = () if read_as else (f"nothing NCCL could be read from this {kind.replace('_', ' ')}",)
             inputs.append(TriageInput(path, kind, read_as, notes))
 
+    if unknown and all(i.kind == "unknown" for i in inputs):
+        raise unknown[0]                # nothing usable at all: exit 2 as for a single unknown file
     snap = None
     for s in snaps:
         snap = s if snap is None else merge(snap, s)
@@ -274,7 +283,17 @@ def build_context(ev: Gathered, *, nic_gbps: float | None = None, nics: int | No
 
 def failure_backed(f: Finding, failures: frozenset[tuple[str, int]]) -> bool:
     """True when the finding's evidence quotes an observed failure, not only a state of the system."""
-    return any((e.source, e.line) in failures or " NCCL WARN " in f" {e.text} " for e in f.evidence if e.line)
+    return any((e.source, e.line) in failures or _failure_warn(e.text) for e in f.evidence if e.line)
+
+
+def _failure_warn(text: str) -> bool:
+    """A quoted WARN line whose message is a failure, not a probe's note ("Failed to open libibverbs.so")."""
+    from ncdoc.evidence.nccl_log_errors import classify_error, is_failure_kind
+    at = f" {text} ".find(" NCCL WARN ")
+    if at < 0:
+        return False
+    cls = classify_error(text[at + len("NCCL WARN "):].strip())
+    return cls is None or is_failure_kind(cls.kind)
 
 
 def pick_verdict(report: Report, failures: frozenset[tuple[str, int]] = frozenset()) -> Finding | None:

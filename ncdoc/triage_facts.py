@@ -6,7 +6,7 @@ peak_busbw_gbps, wrong (total #wrong), matrix ({row: {column: path}}, SOC writte
 ports ([{device, port, state, rate_gbps, link_layer}]), env ({NAME: value}), plus nodes,
 gpus_per_node, expected (bandwidth expectation and achieved %), topology and, under
 sources, what each input alone said. observed_failures() lists the input lines that show a failure
-(WARN/problem lines, failed tests, wrong results); the verdict ranks findings that quote one first.
+(WARN/problem lines of a failure kind, repeated connect retries, failed tests, wrong results); the verdict ranks findings that quote one first.
 """
 
 from __future__ import annotations
@@ -143,12 +143,21 @@ def build_facts(ctx: Context, ev: Any, exp: Expectation) -> dict[str, Any]:
 def observed_failures(ev: Any) -> frozenset[tuple[str, int]]:
     """(file, line) of every failure the evidence shows: a WARN or error line an NCCL log parser named
     as a problem, an nccl-tests failure line, a results row with wrong values."""
+    from ncdoc.evidence.nccl_log_errors import is_failure_kind
     out: set[tuple[str, int]] = set()
     for log in ev.logs:
         src = getattr(log, "source", "")
-        for p in getattr(log, "problems", ()) or ():
+        problems = getattr(log, "problems", ()) or ()
+        # NCCL 2.6-2.11 log each failed connect attempt at INFO ("..., retrying"): repeated, they are a failure
+        book = getattr(log, "evidence", None) or {}
+        if book.get("bootstrap_trace"):         # an error returned up through bootstrap.cc, WARN or not
+            out.update((src, e.line) for k in ("bootstrap_trace", "socket_trace") for e in book.get(k, ()) if e.line)
+        retried = sum(1 for p in problems if p.kind == "socket_connect_error" and p.level == "INFO") >= 2
+        for p in problems:
             cite = getattr(p, "evidence", None)
-            if cite is not None and getattr(cite, "line", None) and getattr(p, "level", "") != "INFO":
+            if cite is None or not getattr(cite, "line", None) or not is_failure_kind(getattr(p, "kind", "")):
+                continue
+            if getattr(p, "level", "") != "INFO" or (retried and p.kind == "socket_connect_error"):
                 out.add((src, cite.line))
     for t in ev.tests:
         src = getattr(t, "source", "")

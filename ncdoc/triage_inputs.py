@@ -11,7 +11,8 @@ from ncdoc.errors import InputError
 
 def _has_log(facts: Any) -> bool:
     return bool(getattr(facts, "recognised_lines", 0) or getattr(facts, "problems", ())
-                or getattr(facts, "nccl_version", None))
+                or getattr(facts, "nccl_version", None)
+                or getattr(facts, "transport", None))       # channel lines alone ("... via NET/IB/0")
 
 
 def _has_tests(facts: Any) -> bool:
@@ -27,7 +28,9 @@ def _parse_run_text(lines: Sequence[str], path: str) -> tuple[Any | None, Any | 
     lines, and a log often has a results table inside it, so both parsers read both kinds."""
     from ncdoc.evidence.nccl_log import parse_nccl_log
     from ncdoc.evidence.nccl_tests import parse_nccl_tests
-    log = parse_nccl_log(lines, source=path)
+    from ncdoc.evidence.nccl_log_patterns import bare_line
+    # message bodies pasted without their prefix read as NCCL printed them (same line numbers: quotes stay verbatim)
+    log = parse_nccl_log([bare_line(x) for x in lines], source=path)
     tests = parse_nccl_tests(lines, source=path)
     return (log if _has_log(log) else None), (tests if _has_tests(tests) else None)
 

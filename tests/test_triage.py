@@ -159,14 +159,23 @@ def _text(p: Path, text: str) -> str:
     lambda p: _text(p / "blank.log", "  \n\n\t\n"),
     lambda p: _binary(p / "a.out"),
     lambda p: str(p),
-    lambda p: _text(p / "notes.txt", "dear diary, the cluster is slow today\n"),
-], ids=["missing", "empty", "blank", "binary", "directory", "unknown-kind"])
+], ids=["missing", "empty", "blank", "binary", "directory"])
 def test_unusable_input_is_one_line_and_exit_2(capsys, tmp_path, make):
     path = make(tmp_path)
     rc, out, err = run(capsys, LOG_HEALTHY, path, "--json")
     assert rc == 2 and out == ""
     assert err.startswith("ncdoc: error: ") and path in err
     assert "Traceback" not in err and len(err.strip().splitlines()) <= 2
+
+
+def test_unknown_kind_alone_exits_2_and_among_others_is_skipped(capsys, tmp_path):
+    path = _text(tmp_path / "notes.txt", "dear diary, the cluster is slow today\n")
+    rc, out, err = run(capsys, path, "--json")
+    assert rc == 2 and out == "" and err.startswith("ncdoc: error: ") and path in err
+    rc, out, err = run(capsys, LOG_HEALTHY, path, "--json")
+    assert rc in (0, 1)
+    skipped = [i for i in json.loads(out)["inputs"] if i["path"] == path]
+    assert skipped and skipped[0]["kind"] == "unknown" and skipped[0]["notes"]
 
 
 @pytest.mark.parametrize("argv", [

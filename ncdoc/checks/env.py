@@ -132,8 +132,11 @@ def removed_var(ctx: Context):
             continue            # the NCCL in use still reads it
         last = info.get("last")
         when = f"last read by NCCL {last}" if last else "no longer read"
-        assumes = f"NCCL {version}" if version else f"NCCL {nv.catalog_version()} (version unknown)"
-        msg = f"{v.name} was {when}: {assumes} ignores it"
+        if version:
+            msg = f"{v.name} was {when}: NCCL {version} ignores it"
+        else:
+            msg = (f"{v.name} was {when}: the newest NCCL ncdoc knows ({nv.catalog_version()}) ignores it; "
+                   "your NCCL version is unknown")
         repl = info.get("replacement")
         fix = f"Remove it; use {repl} instead." if repl else "Remove it."
         yield Hit(msg + (f"; its replacement is {repl}" if repl else ""), (ev(v),), fix=fix,

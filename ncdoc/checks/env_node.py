@@ -38,6 +38,21 @@ def _ib_in_use(ctx: Context) -> bool:
 
 # ---------------------------------------------------------------- NCCL_IB_HCA
 
+def _partial_listing(ctx: Context) -> str | None:
+    """The pasted device listing the HCA inventory came from, when it may not list every device (show_gids
+    and ibstatus excerpts, a cut ibv_devinfo), and no complete inventory (live probe, full ibv_devinfo or
+    ibstat) is there too; None otherwise."""
+    node = [n for n in (ctx.evidence or {}).get("node_evidence", ()) if getattr(n, "tool", None)]
+    if not node:
+        return None
+    partial = [n for n in node if n.tool in ("show_gids", "ibstatus")
+               or any("cut short" in x or "without their hca_id" in x for x in n.notes)]
+    sources = [x for x in (ctx.snapshot.hcas.status.source or "").split("; ") if x]
+    if len(partial) < len(node) or any(not x.startswith("import:") for x in sources):
+        return None                 # a complete listing or a live probe is there too
+    return f"the {partial[0].tool} listing given"
+
+
 @check("ib_hca_unknown_device")
 def ib_hca_unknown_device(ctx: Context):
     v = ctx.env_map.get("NCCL_IB_HCA")
@@ -47,6 +62,7 @@ def ib_hca_unknown_device(ctx: Context):
     hcas = ctx.snapshot.hcas.hcas
     lst = ib_list(v.value, ctx.nccl_version)
     names = [h.name for h in hcas]
+    partial = _partial_listing(ctx)
     for e in lst.entries:
         hit_devs = [h for h in hcas if (h.name == e.prefix if lst.exact else h.name.startswith(e.prefix))]
         if hit_devs and e.port != -1 and not any(p.num == e.port for h in hit_devs for p in h.ports):
@@ -58,12 +74,18 @@ def ib_hca_unknown_device(ctx: Context):
                 yield Hit(f"NCCL_IB_HCA excludes {e.raw!r}, which matches no RDMA device (devices: {known}): "
                           "the device meant to be excluded is still used", (ev(v),), severity="warning",
                           subject=e.raw)
+            elif partial:
+                # an excerpt may leave devices out: "not listed" is no proof the node lacks it
+                yield Hit(f"NCCL_IB_HCA entry {e.raw!r} is not in {partial} (devices listed: {known}); check "
+                          "`ibv_devinfo -l` on the node", (ev(v),), severity="warning", subject=e.raw)
             else:
                 yield Hit(f"NCCL_IB_HCA entry {e.raw!r} matches no RDMA device on this node (devices: {known})",
                           (ev(v),), subject=e.raw)
     if not lst.negate and hcas and not selected_ports(hcas, v.value, ctx.nccl_version, active_only=False):
-        yield Hit(f"NCCL_IB_HCA={v.value} selects no RDMA device at all: NCCL falls back to TCP sockets",
-                  (ev(v),), subject="NCCL_IB_HCA")
+        yield Hit(f"NCCL_IB_HCA={v.value} selects no RDMA device "
+                  + (f"in {partial}: if the node has no other device, NCCL falls back to TCP sockets" if partial
+                     else "at all: NCCL falls back to TCP sockets"),
+                  (ev(v),), severity="warning" if partial else None, subject="NCCL_IB_HCA")
 
 
 @check("ib_hca_prefix_match")

@@ -1,16 +1,122 @@
-"""Checks over NCCL logs for failures the IB/socket checks do not cover: GPU memory, NVLS multicast
-resources, EFA (aws-ofi-nccl) reachability, and topology detection from sysfs.
+"""Checks over NCCL logs for failures: TCP bootstrap/socket reachability (and the link-local or
+container interfaces behind it), GPU memory, NVLS multicast resources, EFA (aws-ofi-nccl)
+reachability, and topology detection from sysfs.
 
 Each reads the problems the log parser classified (ncdoc.evidence.nccl_log_errors) and quotes their lines.
 """
 
 from __future__ import annotations
 
-from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, in_nvls, merge_evidence,
-                                          need_logs)
+from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, in_nvls,
+                                          merge_evidence, multi_node, need_logs)
 from ncdoc.engine import Context, check
 from ncdoc.findings import Hit
 from ncdoc.nccl_parse import version_cmp
+
+# ---------------------------------------------------------------- TCP reachability
+
+_SOCKET_PROBLEMS = ("socket_connect_error", "socket_no_listen_interface", "socket_no_interface",
+                    "bootstrap_no_interface")
+_USE = {"bootstrap": "its bootstrap", "oob": "IB connection setup", "net": "data"}
+
+
+def _link_local(log) -> dict[tuple[str, str | None], list]:
+    """The link-local interfaces NCCL put to use (bootstrap, IB OOB, socket transport), by (name, address)."""
+    seen: dict[tuple[str, str | None], list] = {}
+    for s in log.socket_ifaces:
+        if s.classification == "link_local" and s.role != "candidate":
+            seen.setdefault((s.name, s.address), []).append(s)
+    return seen
+
+
+def _bootstrap_trace_failed(log) -> bool:
+    """A non-zero ncclResult traced through bootstrap.cc: the bootstrap failed even when no WARN says so."""
+    return bool((getattr(log, "evidence", None) or {}).get("bootstrap_trace"))
+
+
+def _oob_note(log) -> str:
+    """Which interface the bootstrap / IB OOB used, and whether it is IPoIB (often unreachable from containers)."""
+    for s in log.socket_ifaces:
+        if s.role in ("oob", "bootstrap"):
+            ipoib = s.name.startswith("ib") or s.kind == "ipoib"
+            return (f"; the {'IB OOB' if s.role == 'oob' else 'bootstrap'} uses {s.name}"
+                    + (f" ({s.address})" if s.address else "")
+                    + (", an IPoIB interface containers often cannot reach" if ipoib else ""))
+    return ""
+
+
+@check("bootstrap_unreachable")
+def bootstrap_unreachable(ctx: Context):
+    """Ranks cannot open TCP connections to each other (bootstrap or socket transport)."""
+    for log in need_logs(ctx):
+        problems = [p for k in _SOCKET_PROBLEMS for p in log.problems_of(k)]
+        if problems and _link_local(log) and all(p.kind == "socket_connect_error" for p in problems) \
+                and multi_node(ctx) is not False:
+            continue        # socket-address-link-local names the cause and quotes these lines
+        traced = _bootstrap_trace_failed(log)
+        if not problems and not traced:
+            continue
+        ifname = env_value(ctx, "NCCL_SOCKET_IFNAME")
+        fix = ("Set NCCL_SOCKET_IFNAME to the interface whose address the other nodes can reach (same name on every "
+               "node) and open the ports between nodes; 'Connection refused' also means the peer process is not "
+               "up or died - check its log first.")
+        if not problems:
+            # no WARN names it, but the error return was traced up through bootstrap.cc
+            msg = "the NCCL bootstrap failed (an error returned through bootstrap.cc)" + _oob_note(log)
+            fix = ("Set NCCL_SOCKET_IFNAME to the Ethernet NIC the nodes reach each other on (not IPoIB or a "
+                   "container bridge), e.g. NCCL_SOCKET_IFNAME=eth0, and rerun with NCCL_DEBUG=INFO "
+                   "NCCL_DEBUG_SUBSYS=INIT,NET to see the failing call.")
+            if ifname:
+                msg += f"; NCCL_SOCKET_IFNAME={ifname}"
+            yield Hit(msg, merge_evidence(cite_kind(log, "bootstrap_trace", "socket_trace", limit=2),
+                                          cite_kind(log, "net_devices", "bootstrap", limit=2),
+                                          env_evidence(ctx, "NCCL_SOCKET_IFNAME")),
+                      fix=fix, subject="bootstrap")
+            continue
+        first = problems[0]
+        addrs = sorted({p.details.get("address") for p in problems if p.details.get("address")})
+        codes = sorted({p.code_name for p in problems if p.code_name})
+        what = first.meaning or first.message
+        msg = (f"ranks cannot connect to each other over TCP"
+               + (f" (to {', '.join(addrs[:3])})" if addrs else "")
+               + (f" [{', '.join(codes)}]" if codes else "") + f": {what}")
+        if all(p.kind == "bootstrap_no_interface" for p in problems):
+            # nothing was tried: no interface matched, so there was no address to connect from
+            msg = f"NCCL found no socket interface to use: {what}"
+            fix = ("Set NCCL_SOCKET_IFNAME to an interface that exists and is up on every node (`ip -br addr`; names "
+                   "differ between nodes and images: a prefix such as `eth` or an exclusion such as `^docker,lo` is "
+                   "safer), or unset it.")
+            if ifname:
+                msg += f"; NCCL_SOCKET_IFNAME={ifname} matches no usable interface here"
+        elif ifname:
+            msg += f"; NCCL_SOCKET_IFNAME={ifname}"
+        yield Hit(msg, merge_evidence(cite_problems(log, problems, 3), cite_kind(log, "bootstrap", limit=1),
+                                      cite_kind(log, "bootstrap_trace", limit=1),
+                                      env_evidence(ctx, "NCCL_SOCKET_IFNAME")),
+                  fix=fix, subject="bootstrap")
+
+
+@check("socket_address_link_local")
+def socket_address_link_local(ctx: Context):
+    """NCCL's socket traffic uses a link-local address (169.254/16, fe80::/10); with connect failures
+    in the same log, that is the likely cause and the finding is an error quoting them."""
+    multi = multi_node(ctx)
+    for log in need_logs(ctx):
+        if multi is False:
+            continue
+        failed = log.problems_of("socket_connect_error")
+        for (name, address), group in _link_local(log).items():
+            uses = " and ".join(dict.fromkeys(_USE.get(s.role, s.role) for s in group))
+            msg = (f"NCCL uses {name} with the link-local address {address} for {uses}: link-local "
+                   "addresses are not routed, so only nodes on the same segment can connect")
+            if failed:
+                msg += f"; the log shows {len(failed)} failed TCP connect attempt(s)"
+            yield Hit(msg, merge_evidence(cite_problems(log, failed, 2), cite_problems(log, group, 2)),
+                      fix="Give the interface a routable address, or set NCCL_SOCKET_IFNAME to one that has one "
+                          "(e.g. NCCL_SOCKET_IFNAME=eth0, or =^veth,docker,lo to exclude container interfaces; "
+                          "NCCL_SOCKET_FAMILY=AF_INET skips IPv6 link-local addresses).",
+                      severity="error" if failed else None, subject=name)
+
 
 # ---------------------------------------------------------------- GPU memory
 

@@ -65,65 +65,6 @@ def socket_fallback(ctx: Context):
                   severity=None if expected_rdma or partial else "warning", subject="socket")
 
 
-_SOCKET_PROBLEMS = ("socket_connect_error", "socket_no_listen_interface", "socket_no_interface",
-                    "bootstrap_no_interface")
-
-
-@check("bootstrap_unreachable")
-def bootstrap_unreachable(ctx: Context):
-    """Ranks cannot open TCP connections to each other (bootstrap or socket transport)."""
-    for log in need_logs(ctx):
-        problems = [p for k in _SOCKET_PROBLEMS for p in log.problems_of(k)]
-        if not problems:
-            continue
-        first = problems[0]
-        addrs = sorted({p.details.get("address") for p in problems if p.details.get("address")})
-        codes = sorted({p.code_name for p in problems if p.code_name})
-        what = first.meaning or first.message
-        msg = (f"ranks cannot connect to each other over TCP"
-               + (f" (to {', '.join(addrs[:3])})" if addrs else "")
-               + (f" [{', '.join(codes)}]" if codes else "") + f": {what}")
-        ifname = env_value(ctx, "NCCL_SOCKET_IFNAME")
-        fix = ("Set NCCL_SOCKET_IFNAME to the interface whose address the other nodes can reach (same name on every "
-               "node) and open the ports between nodes; 'Connection refused' also means the peer process is not "
-               "up or died - check its log first.")
-        if all(p.kind == "bootstrap_no_interface" for p in problems):
-            # nothing was tried: no interface matched, so there was no address to connect from
-            msg = f"NCCL found no socket interface to use: {what}"
-            fix = ("Set NCCL_SOCKET_IFNAME to an interface that exists and is up on every node (`ip -br addr`; names "
-                   "differ between nodes and images: a prefix such as `eth` or an exclusion such as `^docker,lo` is "
-                   "safer), or unset it.")
-            if ifname:
-                msg += f"; NCCL_SOCKET_IFNAME={ifname} matches no usable interface here"
-        elif ifname:
-            msg += f"; NCCL_SOCKET_IFNAME={ifname}"
-        yield Hit(msg, merge_evidence(cite_problems(log, problems, 3), cite_kind(log, "bootstrap", limit=1),
-                                      env_evidence(ctx, "NCCL_SOCKET_IFNAME")),
-                  fix=fix, subject="bootstrap")
-
-
-@check("socket_address_link_local")
-def socket_address_link_local(ctx: Context):
-    """NCCL's socket traffic uses a link-local address (169.254/16, fe80::/10)."""
-    multi = multi_node(ctx)
-    _USE = {"bootstrap": "its bootstrap", "oob": "IB connection setup", "net": "data"}
-    for log in need_logs(ctx):
-        if multi is False:
-            continue
-        seen: dict[tuple[str, str | None], list] = {}
-        for s in log.socket_ifaces:
-            if s.classification == "link_local" and s.role != "candidate":
-                seen.setdefault((s.name, s.address), []).append(s)
-        for (name, address), group in seen.items():
-            uses = " and ".join(dict.fromkeys(_USE.get(s.role, s.role) for s in group))
-            yield Hit(f"NCCL uses {name} with the link-local address {address} for {uses}: link-local "
-                      "addresses are not routed, so only nodes on the same segment can connect",
-                      cite_problems(log, group),
-                      fix="Give the interface a routable address, or set NCCL_SOCKET_IFNAME to one that has one "
-                          "(and NCCL_SOCKET_FAMILY=AF_INET to skip IPv6 link-local addresses).",
-                      subject=name)
-
-
 def _qp_failures(log, kind: str) -> list:
     # 2.24+ retries a failed transition and says so at INFO ("..., retrying 1/7"); only the WARN is final
     return [p for p in log.problems_of(kind) if p.level != "INFO"]
@@ -227,10 +168,10 @@ def _gdr_reason(ctx: Context, log) -> tuple[str, str]:
         # Up to 2.22.3 NCCL looks for the module in one sysfs place only: "Disabled" may be its blind spot
         which = f"NCCL {version}" if version else "an NCCL of 2.22.3 or older (the log does not say which version)"
         why = ("NCCL did not detect a peer-memory module (nvidia_peermem / nv_peer_mem) or DMA-BUF for the NIC "
-               "(per-HCA 'GPU Direct RDMA Disabled'): either none is loaded, or " + which + " missed a loaded "
+               f"({_gdr_basis(g)}): either none is loaded, or " + which + " missed a loaded "
                "nvidia_peermem (nccl-peermem-detection-bug, NC2001; NVIDIA/nccl#1676)")
     else:
-        why = ("NCCL could not register GPU memory with the NIC (per-HCA 'GPU Direct RDMA Disabled'): "
+        why = (f"NCCL could not register GPU memory with the NIC ({_gdr_basis(g)}): "
                "no nvidia_peermem / nv_peer_mem registration and no DMA-BUF")
         if version and old_or_unknown:
             why += f"; NCCL {version} (<= 2.22.3) may not detect a loaded nvidia_peermem (NVIDIA/nccl#1676)"
@@ -244,6 +185,19 @@ def _gdr_reason(ctx: Context, log) -> tuple[str, str]:
         fix += (" If `lsmod | grep nvidia_peermem` shows it loaded and NCCL is 2.22.3 or older, NCCL does not see "
                 "it (NVIDIA/nccl#1676): upgrade NCCL to 2.23.4 or later, which also checks /sys/module/nvidia_peermem.")
     return why, fix
+
+
+def _gdr_basis(g) -> str:
+    """What in the log says GDR is off, in the log's own terms (quoted only when it is there)."""
+    if g.hcas_off:
+        return "per-HCA 'GPU Direct RDMA Disabled'"
+    if g.pairs_off:
+        return "per GPU/NIC pair 'GPU Direct RDMA Disabled'"
+    if g.channels_off:
+        return "NET channels connected without /GDRDMA"
+    if g.ring_flags:
+        return "'Connected all rings' with GDR 0"
+    return "the log's GDR lines"
 
 
 @check("gdr_disabled")

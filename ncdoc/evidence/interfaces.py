@@ -25,6 +25,12 @@ _NAME_KINDS = (
     ("br", "bridge"),
 )
 VIRTUAL_KINDS = frozenset({"docker", "virbr", "veth", "bridge", "tun", "virtual"})
+# Bridges/veths that are always local to their host: Docker's, libvirt's, CNI's, LXC's and podman's.
+# A generic br<N> (a host bridge over the uplink) or a container's veth uplink with a routable
+# address is how many clusters reach the other nodes: those count as local only by their address.
+_LOCAL_BRIDGE_PREFIXES = ("docker", "br-", "virbr", "cni", "lxcbr", "podman")
+# the subnets Docker (docker0) and libvirt (virbr0) create by default: never routed off the host
+_LOCAL_SUBNETS = tuple(ipaddress.ip_network(n) for n in ("172.17.0.0/16", "192.168.122.0/24"))
 
 
 def iface_kind(name: str) -> str:
@@ -69,6 +75,19 @@ def classify(name: str, address: str | None) -> tuple[str, str]:
         return "loopback", kind
     if addr == "link_local":
         return "link_local", kind
+    if address and _in_local_subnet(address):
+        return "virtual", kind
+    if kind in ("bridge", "veth") and not name.startswith(_LOCAL_BRIDGE_PREFIXES) and addr in ("private", "global"):
+        return "ok", kind       # a host bridge (br0) or a container uplink veth with a routable address
     if kind in VIRTUAL_KINDS:
         return "virtual", kind
     return "ok", kind
+
+
+def _in_local_subnet(address: str) -> bool:
+    text = address.strip().strip("[]").split("%", 1)[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return any(ip.version == n.version and ip in n for n in _LOCAL_SUBNETS)

@@ -33,7 +33,8 @@ _MODIFY_QP = re.compile(r"Call to ibv_modify_qp failed with (\d+) ([^,]+)(?:, (.
 _IBV_CALL = re.compile(r"(?:Call to )?(ibv_\w+)(?:\(\))? failed(?: with (?:error )?([^,]*?))?(?: errno (\d+))?\s*$")
 _CONNECT = re.compile(r"[Cc]onnect to (\S+) (?:failed : (.+)|returned ([^,]+?)(?:,|$))")
 _FUNC = re.compile(r"(\w+):? $")
-_OLD_CONNECT = re.compile(r"Call to connect (?:timeout|returned|failed)? ?: (.+)")
+# 2.6-2.11 also say "Call to connect returned Connection timed out, retrying" at INFO (no colon)
+_OLD_CONNECT = re.compile(r"Call to connect (?:timeout|returned|failed)? ?:? ?(.+)")
 _EXCEEDED = re.compile(r": exceeded (retries|timeouts) \((\d+)\)")
 _IO = re.compile(r"Call to (recv|send) (?:from|to) (\S+) failed : (.+)")
 # "Cuda failure N 'text'" (CUDACHECK/CUCHECK) and, from 2.27, "CUDA error N 'text'" (NVLS multicast binds)
@@ -72,6 +73,17 @@ def _d(**kw: object) -> tuple[tuple[str, str], ...]:
 def _socket_error(addr: str | None, text: str, func: str | None, kind: str = "socket_connect_error") -> Classified:
     num, sym, meaning = errno_from_text(text)
     return Classified(kind, meaning or text.strip(), num, sym, _d(address=addr, error=text.strip(), func=func))
+
+
+# Kinds that describe what a probe found (a library or device absent, a value ignored, a slower search),
+# not a failure of the job: a WARN of these kinds is no observed failure.
+NOT_FAILURE_KINDS = frozenset({"ibverbs_missing", "ib_no_device", "net_plugin_missing", "plugin_not_found",
+                               "env_invalid_value", "topo_search_fallback", "p2p_disabled_nvlink"})
+
+
+def is_failure_kind(kind: str) -> bool:
+    """True when a problem of this kind is a failure (a connect error, a timeout, a failed init...)."""
+    return kind not in NOT_FAILURE_KINDS
 
 
 MAX_MESSAGE = 2048       # NCCL formats a debug line into 1024 bytes; longer text is not its message
@@ -134,7 +146,8 @@ def _classify(msg: str) -> Classified | None:
         return _socket_error(m.group(1), m.group(2) or m.group(3) or "", _func_before(msg, m.start()))
     m = _OLD_CONNECT.search(msg)
     if m:
-        return _socket_error(None, m.group(1), "connect")
+        text = m.group(1)
+        return _socket_error(None, text[:-len(", retrying")] if text.endswith(", retrying") else text, "connect")
     m = _EXCEEDED.search(msg)
     if m:
         text = "Connection timed out" if m.group(1) == "timeouts" else "Connection refused"

@@ -31,6 +31,8 @@ def handle_info(sc: "LogScanner", pre: P.Prefix, rank: "RankTally | None", msg: 
         tr = P.parse_trace(msg)
         if tr:
             sc.trace(pre, tr)
+            if tr[2] and ("bootstrap" in tr[0] or "socket.cc" in tr[0]):     # quoted when no WARN names it
+                sc.book.add("bootstrap_trace" if "bootstrap" in tr[0] else "socket_trace", lineno, text)
             return ("trace", tr)             # re-read for the next process by the scanner (it needs the prefix)
         m = P.ALGO_PICK.match(msg)
         if m:
@@ -255,7 +257,7 @@ def channel_tails(sc: "LogScanner", tails: Counter, block: bytes, base: int) -> 
             if m.group(4) == b"Socket" or b"/GDRDMA" in m.group(6):
                 continue
             ls = block.rfind(b"\n", 0, m.start()) + 1
-            pre = P.parse_prefix(block[ls:m.start()].decode("utf-8", "replace").split(" NCCL INFO")[0])
+            pre = P.parse_prefix(block[ls:m.start()].decode("utf-8", "replace").split("NCCL INFO")[0].rstrip())
             if pre.rank_key and len(sc.gdr_ranks_off) < MAX_SMALL:
                 sc.gdr_ranks_off.setdefault(pre.rank_key, None)
             sc.gdr_dirs_off.setdefault(m.group(3).decode(), None)

@@ -248,3 +248,26 @@ def split_ib_using(msg: str) -> tuple[str, str] | None:
     return part, oob.strip()
 
 
+
+
+# ---------------------------------------------------------------- pasted excerpts
+
+# Lines pasted without NCCL's "host:pid:tid [dev] NCCL" prefix: "INFO NET/IB : ...", and channel lines
+# cut down to "9[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA" or "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC".
+# Both start with a literal or an anchored digit run, so they cost linear time.
+BARE_LEVEL = re.compile(r"(?:INFO|WARN) (?=\S)")
+BARE_CHANNEL = re.compile(r"(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? "
+                          r"(?:\[(?:send|receive)\] )?via (?:NET|P2P|SHM|COLLNET)/")
+
+
+def bare_line(line: str) -> str:
+    """A pasted NCCL message body written as NCCL prints it ("NCCL INFO ..."), or the line unchanged.
+    The scanner keys on "NCCL INFO|WARN" and on "Channel N : " for channel lines."""
+    body = line.lstrip()
+    if not body or "NCCL " in line[:len(line) - len(body) + 5] or body[:1] not in "IWCR0123456789":
+        return line
+    if BARE_LEVEL.match(body):
+        return "NCCL " + body
+    if BARE_CHANNEL.match(body):
+        return "NCCL INFO " + (body if body[:1] in "CR" else "Channel 00 : " + body)
+    return line

@@ -36,6 +36,11 @@ _TESTS_PREAMBLE = re.compile(r"^#?[ \t]*nThread[ \t]+\d+[ \t]+nGpus|^#[ \t]*Usin
 # ..." then "Last error:") when NCCL_DEBUG was not set
 _NCCL_LOG = re.compile(r"NCCL (?:INFO|WARN|TRACE)\b|NCCL version \d|NCCL error|\bnccl(?:[A-Z]\w*Error|InvalidArgument|InvalidUsage): |Last error:",
                        re.M)
+# NCCL message bodies pasted without the "host:pid:tid [dev] NCCL" prefix (each led by a literal)
+_BARE_NCCL = re.compile(r"^[ \t]*(?:INFO|WARN) (?:NET/|NCCL_|Bootstrap|Using network|GPU Direct RDMA|Channel |Ring |"
+                        r"comm 0x|Call to |[\w./+-]{1,80}\.(?:cc|cu|c|h):\d+ )"
+                        r"|^[ \t]*(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? "
+                        r"(?:\[(?:send|receive)\] )?via (?:NET|P2P|SHM|COLLNET)/", re.M)
 _IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:", re.M)
 _IBSTAT = re.compile(r"^CA '[^']+'\s*$|^\s+CA type:", re.M)
 _SHOW_GIDS = re.compile(r"^[ \t]*DEV[ \t]+PORT[ \t]+INDEX[ \t]+GID\b", re.M)
@@ -112,7 +117,7 @@ def detect_kind(text: str) -> str:
             return "hwloc_xml"
     if _TESTS_ROW.search(head) or _TESTS_HEAD.search(head):
         return "nccl_tests"
-    if _NCCL_LOG.search(head):
+    if _NCCL_LOG.search(head) or _BARE_NCCL.search(head):
         return "nccl_log"
     if _TESTS_PREAMBLE.search(head):
         return "nccl_tests"

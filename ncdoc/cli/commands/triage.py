@@ -25,7 +25,8 @@ is merged into one picture and checked in the order an expert works:
 The most likely cause comes first, with the evidence lines (file:line) and the fix.
 
 exit status: 0 no finding at or above --fail-on (default error), 1 there is one,
-2 an input cannot be used (missing, empty, binary, unknown kind) or bad usage.
+2 an input cannot be used (missing, empty, binary) or bad usage; a text file of no known kind
+beside usable ones is skipped with a note (alone, it is exit 2 too).
 
 examples:
   ncdoc triage job.log
@@ -175,7 +176,7 @@ def render_text(result, *, markdown: bool = False, color: bool = False, show_ski
     from ncdoc.output import render
     inputs = [f"{i.path}: {i.kind.replace('_', ' ')}" + (f" (read as {', '.join(i.read_as)})"
                                                          if i.read_as and i.read_as != (i.kind,) else "")
-              for i in result.inputs]
+              + "".join(f"; {n}" for n in i.notes) for i in result.inputs]
     facts = facts_summary(result.facts)
     if markdown:
         sections = {"Verdict": verdict_items(result), "Inputs": inputs}
