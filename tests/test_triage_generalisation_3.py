@@ -13,7 +13,7 @@ import json
 from ncdoc.cli.main import main
 from ncdoc.evidence.interfaces import classify
 from ncdoc.evidence.nccl_log_errors import classify_error
-from tests.triage_helpers import named, triage
+from triage_helpers import named, triage
 
 _VETH_LL = "fe80::3c:4dff:fe5e:6f70%veth7a6b5c4"
 
@@ -190,3 +190,19 @@ def test_removed_var_without_version_says_version_unknown(tmp_path, capsys):
     hit = named(doc, "removed-var")
     assert hit and "your NCCL version is unknown" in hit[0]["message"]
     assert "(version unknown) ignores" not in hit[0]["message"]
+
+
+# ---------------------------------------------------------------- 8. a pod's sparse GID table
+
+def test_show_gids_of_a_pod_whose_table_starts_at_index_4(tmp_path, capsys):
+    rows = [("4", "fe80:0000:0000:0000:a4ed:ccff:fe8b:2211", "", "v1"),
+            ("5", "fe80:0000:0000:0000:a4ed:ccff:fe8b:2211", "", "v2"),
+            ("6", "0000:0000:0000:0000:0000:ffff:0a98:0021", "10.152.0.33", "v1"),
+            ("7", "0000:0000:0000:0000:0000:ffff:0a98:0021", "10.152.0.33", "v2")]
+    text = ("DEV\tPORT\tINDEX\tGID\t\t\t\t\tIPv4  \t\tVER\tDEV\n---\t----\t-----\t---\t\t\t\t\t------------  \t---\t---\n"
+            + "".join(f"mlx5_0\t1\t{i}\t{gid}\t{ip}  \t{ver}\tnet1\n" for i, gid, ip, ver in rows))
+    rc, doc, _ = _run(tmp_path, capsys, {"show_gids.txt": text})
+    assert doc["verdict"]["name"] == "roce-gid-table-sparse"
+    assert "starts at index 4" in doc["verdict"]["message"] and "NCCL_IB_GID_INDEX=7" in doc["verdict"]["fix"]
+    rc, doc, _ = _run(tmp_path, capsys, {"show_gids.txt": text}, "--env", "NCCL_IB_GID_INDEX=7")
+    assert not [f for f in doc["findings"] if f["name"] == "roce-gid-table-sparse"]

@@ -198,3 +198,42 @@ def _gid_index_unset_without_tables(ctx: Context):
               subject=",".join(names))
 
 
+@check("roce_gid_table_sparse")
+def roce_gid_table_sparse(ctx: Context):
+    """NCCL's own GID choice walks the table from index 0: empty slots before the first GID can stop it."""
+    set_to = ctx.env_map.get("NCCL_IB_GID_INDEX")
+    explicit = set_to is not None and set_to.value != ""
+    failed = [(log, p) for log in ctx.logs for p in log.problems_of("roce_gid_type_unreadable")]
+    if failed:
+        from ncdoc.checks.evidence_common import cite_problems
+        log = failed[0][0]
+        yield Hit("NCCL could not read the RoCE version of a GID ('read failed in ncclIbRoceGetVersionNum'): "
+                  "the port's GID table has empty slots, typical of Kubernetes pods whose macvlan NICs own "
+                  "only some GID indexes" + (f"; NCCL_IB_GID_INDEX={set_to.value} names one of them" if explicit
+                                             else ", and NCCL's own GID search stops at the first empty one"),
+                  cite_problems(log, [p for lg, p in failed if lg is log][:2]), severity="error",
+                  subject="NCCL_IB_GID_INDEX")
+        return
+    if explicit:
+        return                      # an explicit index skips NCCL's search over the table
+    if ctx.missing("hcas") and not ctx.logs:
+        raise Skip(ctx.missing("hcas"))
+    if ctx.missing("hcas"):
+        return
+    sparse = [(h, p) for h, p in _roce_ports(ctx) if p.gids and min(g.index for g in p.gids) > 0]
+    if not sparse:
+        return
+    better = {g.index for _h, p in sparse for g in p.gids if g.roce_version == 2 and g.ipv4 and not g.link_local}
+    fix_idx = min(better) if len(better) == 1 else None
+    names = [f"{h.name}:{p.num}" for h, p in sparse]
+    yield Hit(f"{', '.join(names[:4])}{' and more' if len(names) > 4 else ''}: the GID table starts at index "
+              f"{min(g.index for _h, p in sparse for g in p.gids)} (the slots below are empty) and "
+              "NCCL_IB_GID_INDEX is unset: NCCL's own GID search can fail on such a table ('read failed in "
+              "ncclIbRoceGetVersionNum') or pick a link-local GID",
+              tuple(Evidence(f"{h.name} port {p.num} GID[{g.index}] = {g.gid} ({g.type or 'type unknown'}), the "
+                             "first one", f"hcas/{h.name}/port {p.num}/gids")
+                    for h, p in sparse[:4] for g in (min(p.gids, key=lambda x: x.index),)),
+              fix=f"Set NCCL_IB_GID_INDEX={fix_idx} (the RoCE v2 IPv4 GID)." if fix_idx is not None else None,
+              env_patch={"NCCL_IB_GID_INDEX": str(fix_idx)} if fix_idx is not None else {},
+              subject=",".join(names))
+

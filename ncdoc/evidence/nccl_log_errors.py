@@ -135,6 +135,10 @@ def _classify(msg: str) -> Classified | None:
             return _qp_failure(num, sym, meaning, err)
         return Classified("ibv_call_failed", meaning or f"{m.group(1)} failed", num, sym,
                           _d(call=m.group(1), error=err))
+    if "ncclIbRoceGetVersionNum" in msg:     # reading gid_attrs/types/<index> of an empty GID slot
+        return Classified("roce_gid_type_unreadable", "NCCL could not read a RoCE GID's type: the port's GID "
+                                                      "table has empty slots (a sparse table, as in Kubernetes "
+                                                      "pods with macvlan NICs)")
     if "incompatible devices" in msg:
         return Classified("ib_incompatible_devices", "NICs of different link layers (IB and RoCE) were "
                                                      "paired; select one kind with NCCL_IB_HCA")
