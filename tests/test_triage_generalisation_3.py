@@ -206,3 +206,45 @@ def test_show_gids_of_a_pod_whose_table_starts_at_index_4(tmp_path, capsys):
     assert "starts at index 4" in doc["verdict"]["message"] and "NCCL_IB_GID_INDEX=7" in doc["verdict"]["fix"]
     rc, doc, _ = _run(tmp_path, capsys, {"show_gids.txt": text}, "--env", "NCCL_IB_GID_INDEX=7")
     assert not [f for f in doc["findings"] if f["name"] == "roce-gid-table-sparse"]
+
+
+# ---------------------------------------------------------------- older shapes and containers
+
+def test_old_nccl_tests_failure_line_without_host_or_test(tmp_path, capsys):
+    text = ("# nThread 1 nGpus 1 minBytes 8 maxBytes 128 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+            "#\n# Using devices\n#   Rank  0 on 4f1c2a7b9d0e device  0 [0x03] Tesla V100-SXM2-16GB\n"
+            "NCCL failure common.cu:874 'unhandled system error'\n")
+    rc, doc, _ = _run(tmp_path, capsys, {"run.txt": text})
+    assert rc == 1 and doc["verdict"]["name"] == "nccl-tests-failed"
+    assert "'unhandled system error'" in doc["verdict"]["message"] and " on None" not in doc["verdict"]["message"]
+
+
+def test_socket_creation_refused_in_a_container_names_the_namespace(tmp_path, capsys):
+    doc, _ = triage(tmp_path, capsys, (
+        "4f1c2a7b9d0e:3171:3171 [0] NCCL INFO NET/Socket : Using [0]eth0:172.18.0.3<0>\n"
+        "4f1c2a7b9d0e:3171:3171 [0] include/socket.h:311 NCCL WARN Socket creation failed : "
+        "Address family not supported by protocol\n"))
+    assert doc["verdict"]["name"] == "bootstrap-unreachable"
+    assert "network namespace" in doc["verdict"]["message"]
+
+
+def test_a_gdr_pair_line_cut_before_its_distance_is_not_a_per_nic_verdict(tmp_path, capsys):
+    doc, _ = triage(tmp_path, capsys, (
+        "dgx7:90:90 [0] NCCL INFO NCCL_NET_GDR_LEVEL set by environment to PHB\n"
+        "dgx7:90:90 [0] NCCL INFO GPU Direct RDMA Disabled for GPU 18000 / HCA 0 (distance 5 > 4)\n"
+        "dgx7:90:90 [0] NCCL INFO GPU Direct RDMA Enabled for GPU 5e000 / HCA 0 (distance 4 <= 4), read 0\n"
+        "dgx7:90:90 [0] NCCL INFO GPU Direct RDMA Disabled for GPU 3b000 / HCA 0\n"))
+    gdr = [f for f in doc["findings"] if f["name"] in ("gdr-partial", "gdr-disabled")]
+    assert gdr and "distance 5 > " in gdr[0]["message"]
+    assert "not a distance problem" not in gdr[0]["message"] and "peer-memory" not in gdr[0]["message"]
+
+
+def test_docker_default_bridge_address_inside_a_container(tmp_path, capsys):
+    doc, _ = triage(tmp_path, capsys, (
+        "c1:10:10 [0] NCCL INFO Bootstrap : Using [0]eth0:172.17.0.3<0>\n"
+        "c1:10:10 [0] NCCL INFO NET/Socket : Using [0]eth0:172.17.0.3<0>\n"
+        "c1:10:10 [0] NCCL INFO Using network Socket\n"
+        "c1:10:10 [0] NCCL INFO comm 0x1 rank 0 nRanks 16 nNodes 2 localRanks 8 localRank 0 MNNVL 0\n"))
+    hit = named(doc, "socket-ifname-virtual")[0]
+    assert "private to its host" in hit["message"] and "physical interface local" not in hit["message"]
+    assert "--network host" in hit["fix"]

@@ -14,6 +14,7 @@ from ncdoc.checks import evidence_failures, evidence_log, evidence_tests  # noqa
 from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, in_nvls, local_gpus,
                                           log_net_devices, merge_evidence, multi_node, need_logs, node_evidence)
 from ncdoc.engine import CHECKS, Context, check
+from ncdoc.evidence.interfaces import VIRTUAL_KINDS
 from ncdoc.findings import Evidence, Hit, Skip
 
 _CLOUD_PLUGINS = {
@@ -193,10 +194,16 @@ def ev_socket_ifname_virtual(ctx: Context):
         exclude = ",".join(dict.fromkeys([s.name.rstrip("0123456789"), "docker", "lo", "virbr"]))
         yield Hit(f"NCCL {_ROLE.get(s.role, 'uses')} {s.name}"
                   + (f" ({s.address})" if s.address else "")
-                  + f", a {s.kind} interface local to its host: traffic to other nodes over it fails or crawls",
+                  + (f", a {s.kind} interface local to its host" if s.kind in VIRTUAL_KINDS else
+                     ", an address on a container or VM bridge network (Docker's 172.17.0.0/16, libvirt's "
+                     "192.168.122.0/24) that is private to its host")
+                  + ": traffic to other nodes over it fails or crawls",
                   cite_problems(log, [s]),
                   fix="Set NCCL_SOCKET_IFNAME to the physical interface between the nodes (or exclude bridges: "
-                      f"NCCL_SOCKET_IFNAME=^{exclude}).",
+                      f"NCCL_SOCKET_IFNAME=^{exclude})." if s.kind in VIRTUAL_KINDS else
+                      "Run the container on the host's network (docker run --network host; hostNetwork: true on "
+                      "Kubernetes) or give it a routable interface (macvlan, SR-IOV), then point "
+                      "NCCL_SOCKET_IFNAME at it.",
                   severity="warning", subject=f"{s.name}:{s.role}")
 
 

@@ -104,7 +104,7 @@ def _one_rank_hit(t: Any, why: str) -> Hit:
 
 
 def _failure_cause(t: Any, root: Any) -> str:
-    where = f"{root.location} on {root.host}"
+    where = root.location + (f" on {root.host}" if root.host else "")
     if root.kind == "cuda":
         return f"CUDA error '{root.error}'" + (f" ({root.meaning})" if root.meaning else "") + f" at {where}"
     if root.kind == "nccl":
@@ -150,7 +150,7 @@ def nccl_tests_failed(ctx: Context):
         when = (f"{prog} stopped before measuring" if not before else
                 f"{prog} failed after measuring {len(before)} size(s)")
         msg = f"{when}: {_failure_cause(t, root)}"
-        hosts = sorted({x.host for x in fails})
+        hosts = sorted({x.host for x in fails if x.host})
         if len(hosts) > 1:
             msg += f"; failures on {len(hosts)} hosts ({', '.join(hosts[:4])})"
         note = getattr(t, "failure_note", None) if root.kind == "test" else None

@@ -175,6 +175,11 @@ def _classify(msg: str) -> Classified | None:
     if "Bootstrap : no socket interface found" in msg or "no device found matching NCCL_OOB" in msg:
         return Classified("bootstrap_no_interface", "no usable socket interface for the bootstrap "
                                                     "(NCCL_SOCKET_IFNAME matches nothing that is up)")
+    if "Socket creation failed" in msg and "Address family not supported" in msg:
+        # socket(AF_INET|AF_INET6) refused: the process's network namespace has no such family at all
+        return Classified("bootstrap_no_interface", "NCCL could not create a socket of the address family it "
+                                                    "needs: the container's network namespace has no usable "
+                                                    "IPv4/IPv6 interface (run with host networking or give it one)")
     if "No usable listening interface found" in msg:
         return Classified("socket_no_listen_interface", "no local interface is in the subnet of NCCL_COMM_ID "
                                                         "/ the root address")

@@ -197,7 +197,12 @@ def gdr_line(sc: "LogScanner", msg: str, lineno: int, text: str) -> tuple:
     Cached as SEEN, so pairs count distinct decisions, not the lines repeating them."""
     on = "RDMA Enabled" in msg
     dist = P.GDR_DISTANCE.search(msg)
-    if dist is None:
+    if dist is None and ("for GPU " in msg or "for GPU/" in msg) and not msg.rstrip().endswith(")"):
+        # a per GPU/NIC pair line cut before its "(distance N > M)": a pair decision whose reason is lost,
+        # not the per-NIC verdict (no GPU memory support) that the HCA form and 2.4's "(no module ...)" give
+        if len(sc.pairs_seen) < 65536:
+            sc.pairs_seen[msg] = on
+    elif dist is None:
         hca = P.GDR_HCA.search(msg)
         name = (hca.group(2) or hca.group(1)) if hca else msg[-24:]
         sc.hca_gdr[name] = sc.hca_gdr.get(name, False) or on

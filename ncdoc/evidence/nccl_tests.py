@@ -178,13 +178,14 @@ def parse_nccl_tests_file(path: str | Path) -> NcclTestsFacts:
 # src/common.h: CUDACHECK "%s: Test CUDA failure %s:%d '%s'", NCCLCHECK "%s: Test NCCL failure %s:%d '%s / %s'"
 # (NCCL >= 2.13; '%s' before), TESTCHECK " .. %s pid %d: Test failure %s:%d". getHostName cuts the name at
 # its first dot, so a host holds no ':'; searched, not matched, so a launcher prefix in front does not matter.
-_CHECK_FAIL = re.compile(r"([^\s:]+): Test (CUDA|NCCL) failure (\S+?):(\d+) '(.*?)'?\s*$")
+# nccl-tests before 2.x printed "NCCL failure common.cu:874 'unhandled system error'": no host, no "Test"
+_CHECK_FAIL = re.compile(r"(?:([^\s:]+): )?(?:Test )?(CUDA|NCCL) failure (\S+?\.cu):(\d+) '(.*?)'?\s*$")
 _TEST_FAIL = re.compile(r"\.\. (\S+) pid (\d+): Test failure (\S+?):(\d+)\s*$")
 
 
 def parse_failure(text: str, line: int = 0) -> Failure | None:
     """A Failure from one output line (launcher tag removed), None when it is no failure line."""
-    if "Test " not in text or "failure" not in text:
+    if "failure" not in text or ("Test " not in text and ".cu:" not in text):
         return None
     m = _TEST_FAIL.search(text)
     if m:
