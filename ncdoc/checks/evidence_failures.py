@@ -109,13 +109,17 @@ def socket_address_link_local(ctx: Context):
             uses = " and ".join(dict.fromkeys(_USE.get(s.role, s.role) for s in group))
             msg = (f"NCCL uses {name} with the link-local address {address} for {uses}: link-local "
                    "addresses are not routed, so only nodes on the same segment can connect")
+            # between nodes on the socket transport, data over an unrouted address hangs or fails
+            carries_data = multi is True and log.transport == "Socket" and any(s.role == "net" for s in group)
             if failed:
                 msg += f"; the log shows {len(failed)} failed TCP connect attempt(s)"
+            elif carries_data:
+                msg += "; this multi-node job sends its data over sockets, so ranks on other segments hang or fail"
             yield Hit(msg, merge_evidence(cite_problems(log, failed, 2), cite_problems(log, group, 2)),
                       fix="Give the interface a routable address, or set NCCL_SOCKET_IFNAME to one that has one "
                           "(e.g. NCCL_SOCKET_IFNAME=eth0, or =^veth,docker,lo to exclude container interfaces; "
                           "NCCL_SOCKET_FAMILY=AF_INET skips IPv6 link-local addresses).",
-                      severity="error" if failed else None, subject=name)
+                      severity="error" if failed or carries_data else None, subject=name)
 
 
 # ---------------------------------------------------------------- GPU memory
