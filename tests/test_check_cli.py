@@ -126,3 +126,11 @@ def test_prelaunch_script(tmp_path):
     env["NCDOC_SNAPSHOT"] = str(healthy)
     p = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=60, env=env, cwd=tmp_path)
     assert p.returncode == 0, p.stdout + p.stderr
+
+
+@pytest.mark.parametrize("command", [["check", "--example", "dgx-h100"], ["doctor", "--example", "dgx-h100"],
+                                     ["lint", "--env", "NCCL_IB_HCA=mlx5_0"]])
+def test_a_version_that_is_no_version_is_a_usage_error(capsys, command):
+    rc = main([*command, "--nccl-version", "latest"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "--nccl-version wants a version" in err and "internal error" not in err

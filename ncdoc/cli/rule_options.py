@@ -107,6 +107,18 @@ def selection(args, *, default_fail_on: str, families=None):
                    default_fail_on=default_fail_on, families=families)
 
 
+def nccl_version_arg(args) -> str | None:
+    """--nccl-version as given, or UsageError (exit 2) when it is no version: checked once here, so no
+    rule meets a version it cannot compare."""
+    text = getattr(args, "nccl_version", None)
+    if text is None:
+        return None
+    from ncdoc.nccl_parse import version_tuple
+    if not version_tuple(text):
+        raise UsageError(f"--nccl-version wants a version such as 2.21.5, got {text!r}")
+    return text
+
+
 def node_context(args, *, default_fail_on: str = "error"):
     """The node (with --env applied), the rule selection and the Context that check, doctor
     and lint's node mode all start from."""
@@ -116,4 +128,4 @@ def node_context(args, *, default_fail_on: str = "error"):
     if env is not snap.env:
         snap = snap.replace(env=env)
     sel = selection(args, default_fail_on=default_fail_on)
-    return snap, sel, Context(snapshot=snap, env=env, nccl_version=args.nccl_version)
+    return snap, sel, Context(snapshot=snap, env=env, nccl_version=nccl_version_arg(args))

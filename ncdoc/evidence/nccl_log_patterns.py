@@ -55,9 +55,10 @@ _RANK_KEYS = rb"|".join([
     rb"nccl\w+ comm ",
     rb"[a-z][\w./+-]*\.(?:cc|cu|c|h|cpp|hpp):\d+ ",
 ])
-# The patterns start at the "L" of "NCCL": "L" is rarer than "N" in these logs, and the
-# regex engine skips ahead to its first literal character at memchr speed.
-AGG = re.compile(rb"L INFO ((?:" + _AGG_KEYS + rb")[^\r\n]*)")
+# SCAN starts at the "L" of "NCCL" ("L" is rarer than "N" in these logs, and the regex engine skips
+# ahead to its first literal character at memchr speed; SCAN checks the "NCC" itself); AGG's literal
+# prefix is the whole "NCCL INFO ", which the engine searches for as fast.
+AGG = re.compile(rb"NCCL INFO ((?:" + _AGG_KEYS + rb")[^\r\n]*)")
 # Every WARN, the per-rank INFO lines, version banners without a prefix, the framework lines
 # (PyTorch c10d) that carry NCCL's error text, and any framework's "Last error:" (ncclGetLastError).
 SCAN = re.compile(

@@ -208,21 +208,14 @@ class LogScanner:
         """Messages counted by AGG: read each distinct one once, then only count it."""
         msg_cache = self.msg_cache
         fresh = []
-        # AGG starts at the "L" of "NCCL": where some "L INFO" ends no "NCCL" (rare), count exactly
-        exact = block.count(b"L INFO ") != block.count(b"NCCL INFO ")
         for msg, n in agg.items():
-            if exact:
-                needle = b"NCCL INFO " + msg
-                n = block.count(needle + b"\n") + block.count(needle + b"\r") + block.endswith(needle)
-                if not n:
-                    continue
             self.recognised += n
             cached = msg_cache.get(msg)
             if cached is None:
                 at, end = block.find(b"NCCL INFO " + msg), 10 + len(msg)
                 while at >= 0 and block[at + end:at + end + 1] not in (b"\r", b"\n", b""):
                     at = block.find(b"NCCL INFO " + msg, at + 1)
-                fresh.append((at + 3, msg, n))
+                fresh.append((at + 3, msg, n))        # + 3: the "L" of "NCCL", where SCAN's offsets point
             elif cached is not _SEEN:
                 _apply(self, None, cached, n)
         counted = nl = 0

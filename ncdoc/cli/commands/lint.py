@@ -61,7 +61,7 @@ def run(args) -> int:
         snap = snap.replace(env=env)
     sel = opt.selection(args, default_fail_on="warning", families=("env",))
     import platform
-    ctx = Context(snapshot=snap, env=env, nccl_version=args.nccl_version,
+    ctx = Context(snapshot=snap, env=env, nccl_version=opt.nccl_version_arg(args),
                   options={"hostname": platform.node()})
     report = sel.run(ctx)
     if not args.quiet:
