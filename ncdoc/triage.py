@@ -296,13 +296,15 @@ def _failure_warn(text: str) -> bool:
     return cls is None or is_failure_kind(cls.kind)
 
 
-def pick_verdict(report: Report, failures: frozenset[tuple[str, int]] = frozenset()) -> Finding | None:
+def pick_verdict(report: Report, failures: frozenset[tuple[str, int]] = frozenset(),
+                 observed: frozenset[str] | None = None) -> Finding | None:
     """The most likely cause: the first error in the expert's order, else the first warning. Within a
     severity a finding backed by an observed failure (a WARN line, a failed test) comes before one that
     only describes a state: "Connect to ... failed : No route to host" outranks "no RDMA device"."""
     for sev in ("error", "warning"):
         same = [f for f in report.findings if f.severity == sev]
-        backed = [f for f in same if failure_backed(f, failures)]
+        backed = [f for f in same if (f"{f.code}:{f.subject}" in observed if observed is not None
+                                      else failure_backed(f, failures))]
         if backed or same:
             return (backed or same)[0]
     return None
@@ -321,8 +323,9 @@ def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | 
     exp = job_expectation(ctx)
     facts = build_facts(ctx, ev, exp)
     failures = observed_failures(ev)
-    return TriageResult(ev.inputs, report, facts, exp, pick_verdict(report, failures), {r.code: r.stage for r in rules},
-                        frozenset(f"{f.code}:{f.subject}" for f in report.findings if failure_backed(f, failures)))
+    observed = frozenset(f"{f.code}:{f.subject}" for f in report.findings if failure_backed(f, failures))
+    return TriageResult(ev.inputs, report, facts, exp, pick_verdict(report, failures, observed),
+                        {r.code: r.stage for r in rules}, observed)
 
 
 __all__ = ["SCHEMA_VERSION", "TriageInput", "Gathered", "TriageResult", "read_evidence", "build_env",

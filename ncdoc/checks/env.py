@@ -230,15 +230,19 @@ def is_default(value: str, info: dict) -> bool:
     return value.strip() == token
 
 
+def ib_switched_off(ctx: Context) -> list:
+    """The settings that keep NCCL off its IB transport: NCCL_IB_DISABLE non-zero (strtoll), or NCCL_NET
+    naming Socket (NCCL compares it case-insensitively, untrimmed)."""
+    d, net = ctx.env_map.get("NCCL_IB_DISABLE"), ctx.env_map.get("NCCL_NET")
+    return [x for x, on in ((d, d is not None and (strtoll(d.value).value or 0) != 0),
+                            (net, net is not None and net.value.lower() == "socket")) if on]
+
+
 @check("ib_disabled_by_env")
 def ib_disabled_by_env(ctx: Context):
-    eff = ctx.env_map
-    d, net = eff.get("NCCL_IB_DISABLE"), eff.get("NCCL_NET")
-    disabled = d is not None and (strtoll(d.value).value or 0) != 0
-    socket = net is not None and net.value.strip().lower() == "socket"
-    if not disabled and not socket:
+    set_vars = ib_switched_off(ctx)
+    if not set_vars:
         return
-    set_vars = [x for x, on in ((d, disabled), (net, socket)) if on]
     what = " and ".join(f"{x.name}={x.value}" for x in set_vars)
     patch = {x.name: None for x in set_vars}
     if ctx.missing("hcas"):

@@ -7,10 +7,10 @@ need for node facts), then raises Skip when the node facts it needs are unknown.
 
 from __future__ import annotations
 
-from ncdoc.checks.env import ev
+from ncdoc.checks.env import ev, ib_switched_off
 from ncdoc.engine import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
-from ncdoc.nccl_parse import parse_level, strtoll
+from ncdoc.nccl_parse import parse_level
 from ncdoc.nccl_select import (find_interfaces, ib_list, is_active, is_loopback, link_layer,
                                selected_ports, virtual_reason)
 
@@ -28,12 +28,8 @@ def _port_ev(h, p) -> Evidence:
 
 
 def _ib_in_use(ctx: Context) -> bool:
-    """False when the env keeps NCCL off the IB transport altogether (other rules say so)."""
-    d = ctx.env_map.get("NCCL_IB_DISABLE")
-    if d is not None and (strtoll(d.value).value or 0) != 0:
-        return False
-    net = ctx.env_map.get("NCCL_NET")
-    return not (net is not None and net.value.lower() == "socket")
+    """False when the env keeps NCCL off the IB transport altogether (ib-disabled-by-env says so)."""
+    return not ib_switched_off(ctx)
 
 
 # ---------------------------------------------------------------- NCCL_IB_HCA

@@ -216,6 +216,12 @@ def job_nodes(ctx: Context) -> int | None:
         # rank 0 lists every rank's device: a complete list on one host is a one-node job
         if len(hosts) == 1 and tests_complete_listing(t):
             return 1
+    for log in ctx.logs:
+        # every rank of every communicator logged its Init START, all from one host: a one-node job
+        # even when init failed before NCCL printed nNodes
+        comms = [c for c in getattr(log, "comms", ()) if c.nranks]
+        if comms and getattr(log, "host_count", 0) == 1 and all(c.init_start >= c.nranks for c in comms):
+            return 1
     return None
 
 
@@ -228,12 +234,6 @@ def multi_node(ctx: Context) -> bool | None:
         nranks, local = _int(getattr(log, "nranks", None)), _int(getattr(log, "local_ranks", None))
         if nranks and local:
             return nranks > local
-    for log in ctx.logs:
-        # every rank of every communicator logged its Init START, all from one host: a one-node job
-        # even when init failed before NCCL printed nNodes
-        comms = [c for c in getattr(log, "comms", ()) if c.nranks]
-        if comms and getattr(log, "host_count", 0) == 1 and all(c.init_start >= c.nranks for c in comms):
-            return False
     return None
 
 

@@ -41,15 +41,6 @@ def _rdma_hw(ctx: Context) -> list:
     return out
 
 
-def _compute_nics(ctx: Context) -> set[str] | None:
-    """HCA names that are some GPU's nearest NIC (the rails), or None when topology is unknown."""
-    if ctx.missing("topology"):
-        return None
-    return {n for nics in ctx.topology.rails.values() for n in nics}
-
-
-# ---------------------------------------------------------------- RDMA stack
-
 @check("no_rdma_devices")
 def no_rdma_devices(ctx: Context):
     _need(ctx, "hcas")

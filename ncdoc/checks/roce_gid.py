@@ -57,6 +57,12 @@ def _subject(group) -> str:
     return ",".join(f"{h.name}:{p.num}" for h, p, _i, _g in group)
 
 
+def _v2_index(ports) -> int | None:
+    """The one GID index that is a routable RoCE v2 IPv4 GID on all these ports, the index to suggest."""
+    better = {g.index for p in ports for g in p.gids if g.roce_version == 2 and g.ipv4 and not g.link_local}
+    return min(better) if len(better) == 1 else None
+
+
 def _choices(ctx: Context, want) -> dict:
     """Ports grouped by (GID index, what is wrong) for the ports where `want(how, gid)` says what is wrong."""
     env = _gid_env(ctx)
@@ -99,9 +105,7 @@ def roce_gid_v1(ctx: Context):
             return None
         return how if gid.roce_version == 1 else None
     for (idx, how), group in sorted(_choices(ctx, wrong).items()):
-        better = {g.index for _h, p, _i, _g in group for g in p.gids
-                  if g.roce_version == 2 and g.ipv4 and not g.link_local}
-        fix_idx = min(better) if len(better) == 1 else None
+        fix_idx = _v2_index(p for _h, p, _i, _g in group)
         yield Hit(f"{_ports(group)} {'uses' if len(group) == 1 else 'use'} GID[{idx}], a RoCE v1 GID ({how}): RoCE v1 is not routable and gets no ECN "
                   "congestion control" + _version_note(ctx), _group_ev(ctx, group),
                   fix=f"Set NCCL_IB_GID_INDEX={fix_idx} (RoCE v2, IPv4)." if fix_idx is not None else None,
@@ -132,9 +136,7 @@ def roce_gid_index_unset(ctx: Context):
     for (idx, _what), group in sorted(_choices(ctx, wrong).items()):
         kinds = sorted({("link-local " if g.link_local else "") + (g.type or "type unknown")
                         for _h, _p, _i, g in group if g is not None}) or ["empty"]
-        better = {g.index for _h, p, _i, _g in group for g in p.gids
-                  if g.roce_version == 2 and g.ipv4 and not g.link_local}
-        fix_idx = min(better) if len(better) == 1 else None
+        fix_idx = _v2_index(p for _h, p, _i, _g in group)
         yield Hit(f"{_ports(group)}: NCCL {version} (< 2.21) uses GID index 0 ({', '.join(kinds)}) because "
                   "NCCL_IB_GID_INDEX is unset", _group_ev(ctx, group),
                   fix=f"Set NCCL_IB_GID_INDEX={fix_idx} (the RoCE v2 IPv4 GID) or upgrade NCCL to 2.21+."
@@ -223,8 +225,7 @@ def roce_gid_table_sparse(ctx: Context):
     sparse = [(h, p) for h, p in _roce_ports(ctx) if p.gids and min(g.index for g in p.gids) > 0]
     if not sparse:
         return
-    better = {g.index for _h, p in sparse for g in p.gids if g.roce_version == 2 and g.ipv4 and not g.link_local}
-    fix_idx = min(better) if len(better) == 1 else None
+    fix_idx = _v2_index(p for _h, p in sparse)
     names = [f"{h.name}:{p.num}" for h, p in sparse]
     yield Hit(f"{', '.join(names[:4])}{' and more' if len(names) > 4 else ''}: the GID table starts at index "
               f"{min(g.index for _h, p in sparse for g in p.gids)} (the slots below are empty) and "
