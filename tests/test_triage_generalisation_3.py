@@ -248,3 +248,16 @@ def test_docker_default_bridge_address_inside_a_container(tmp_path, capsys):
     hit = named(doc, "socket-ifname-virtual")[0]
     assert "private to its host" in hit["message"] and "physical interface local" not in hit["message"]
     assert "--network host" in hit["fix"]
+
+
+def test_nccl_2_3_lines_without_the_word_nccl_are_read(tmp_path, capsys):
+    # NCCL 2.3 and older: "host:pid:tid [dev] INFO ..." and "host:pid:tid [dev] file:line WARN ..."
+    doc, path = triage(tmp_path, capsys, (
+        "4f1c2a7b9d0e:3171:3171 [0] INFO NET : Using interface eth0:172.18.0.3<0>\n"
+        "4f1c2a7b9d0e:3171:3171 [0] include/socket.h:311 WARN Socket creation failed : "
+        "Address family not supported by protocol\n"
+        "4f1c2a7b9d0e:3171:3171 [0] INFO init.cc:185 -> 2\n"))
+    assert doc["inputs"][0]["kind"] == "nccl_log"
+    assert doc["verdict"]["name"] == "bootstrap-unreachable"
+    # quoted as the file has it, without the "NCCL " the reader inserted
+    assert doc["verdict"]["evidence"][0]["text"].startswith("4f1c2a7b9d0e:3171:3171 [0] include/socket.h:311 WARN")

@@ -261,9 +261,17 @@ BARE_CHANNEL = re.compile(r"(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])?
                           r"(?:\[(?:send|receive)\] )?via (?:NET|P2P|SHM|COLLNET)/")
 
 
+# NCCL 2.3 and older print no "NCCL" after the prefix: "host:pid:tid [dev] INFO ..." and
+# "host:pid:tid [dev] misc/ibvwrap.cu:63 WARN ...".
+OLD_PREFIX = re.compile(r"[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?=(?:INFO|WARN) )")
+
+
 def bare_line(line: str) -> str:
     """A pasted NCCL message body written as NCCL prints it ("NCCL INFO ..."), or the line unchanged.
     The scanner keys on "NCCL INFO|WARN" and on "Channel N : " for channel lines."""
+    m = OLD_PREFIX.match(line)
+    if m and "NCCL " not in line[:m.end() + 5]:
+        return line[:m.end()] + "NCCL " + line[m.end():]
     body = line.lstrip()
     if not body or "NCCL " in line[:len(line) - len(body) + 5] or body[:1] not in "IWCR0123456789":
         return line

@@ -37,6 +37,8 @@ _TESTS_PREAMBLE = re.compile(r"^#?[ \t]*nThread[ \t]+\d+[ \t]+nGpus|^#[ \t]*Usin
 _NCCL_LOG = re.compile(r"NCCL (?:INFO|WARN|TRACE)\b|NCCL version \d|NCCL error|\bnccl(?:[A-Z]\w*Error|InvalidArgument|InvalidUsage): |Last error:",
                        re.M)
 # NCCL message bodies pasted without the "host:pid:tid [dev] NCCL" prefix (each led by a literal)
+# NCCL 2.3 and older: "host:pid:tid [dev] INFO ..." / "host:pid:tid [dev] file.cu:63 WARN ..." (no "NCCL")
+_OLD_NCCL = re.compile(r"^[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?:INFO|WARN) ", re.M)
 _BARE_NCCL = re.compile(r"^[ \t]*(?:INFO|WARN) (?:NET/|NCCL_|Bootstrap|Using network|GPU Direct RDMA|Channel |Ring |"
                         r"comm 0x|Call to |[\w./+-]{1,80}\.(?:cc|cu|c|h):\d+ )"
                         r"|^[ \t]*(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? "
@@ -117,7 +119,7 @@ def detect_kind(text: str) -> str:
             return "hwloc_xml"
     if _TESTS_ROW.search(head) or _TESTS_HEAD.search(head):
         return "nccl_tests"
-    if _NCCL_LOG.search(head) or _BARE_NCCL.search(head):
+    if _NCCL_LOG.search(head) or _BARE_NCCL.search(head) or _OLD_NCCL.search(head):
         return "nccl_log"
     if _TESTS_PREAMBLE.search(head):
         return "nccl_tests"
