@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     tmp = None
     snapshot = args.snapshot
     if not snapshot:
-        from ncdoc.machines import load_example
+        from ncdoc.examples.machines import load_example
         tmp = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
         tmp.write(load_example("dgx-h100").to_json())
         tmp.close()

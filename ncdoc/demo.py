@@ -50,14 +50,14 @@ def _step(title: str, argv: list[str]) -> int:
 
 
 def _write(path: str, text: str) -> None:
-    from ncdoc.envfile import write_atomic
+    from ncdoc.envfiles.formats import write_atomic
     write_atomic(path, text)
 
 
 def prepare(out: str, *, seed: int = 0) -> dict[str, str]:
     """Write the demo's evidence into `out/evidence`: snapshots, launch script, nccl-tests output."""
     from ncdoc.evidence.launch_env import parse_launch_env
-    from ncdoc.machines import load_example
+    from ncdoc.examples.machines import load_example
     from ncdoc.tuner.sim import cluster_from_snapshot, nccl_tests_text
 
     ev = os.path.join(out, "evidence")
@@ -77,7 +77,7 @@ def prepare(out: str, *, seed: int = 0) -> dict[str, str]:
 
 
 def run_demo(out: str, *, trials: int = 16, seed: int = 0) -> int:
-    from ncdoc.machines import load_example
+    from ncdoc.examples.machines import load_example
 
     t0 = time.monotonic()
     os.makedirs(out, exist_ok=True)
@@ -96,7 +96,7 @@ def run_demo(out: str, *, trials: int = 16, seed: int = 0) -> int:
     _step("4. A correct starting env from the topology", ["env", "generate", "--snapshot",
                                                           paths["snapshot"], "-o", generated])
     # The tune starts from the generated env: it only adds what a measurement justifies.
-    from ncdoc.envgen import generate
+    from ncdoc.envfiles.generate import generate
     from ncdoc.snapshot import EnvValue, NcclEnv, Status
     node = load_example(NODE_EXAMPLE)
     gen = generate(node)

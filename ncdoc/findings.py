@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ncdoc.record import field, record as dataclass
+from ncdoc.startup.record import field, record as dataclass
 
 SEVERITIES = ("info", "warning", "error")
 

@@ -21,4 +21,4 @@ def data_dir(name: str) -> Path:
 
 
 def examples_dir() -> Path:
-    return _PKG / "examples"
+    return _PKG / "examples" / "specs"

@@ -14,9 +14,9 @@ from __future__ import annotations
 import sys
 
 from ncdoc.errors import InputError, read_text
-from ncdoc.json_load import loads   # json's C scanner without json.decoder's `re`
-from ncdoc.record import field, record as dataclass
-from ncdoc import record as _record
+from ncdoc.startup.json_load import loads   # json's C scanner without json.decoder's `re`
+from ncdoc.startup.record import field, record as dataclass
+from ncdoc.startup import record as _record
 
 SCHEMA_VERSION = 1
 

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 # No `re`: this module is on the `ncdoc check` path, whose start-up budget cannot pay for the
 # regex machinery; the few patterns are string operations (each comment gives the pattern).
-from ncdoc.record import record as dataclass
+from ncdoc.startup.record import record as dataclass
 
 from ncdoc.snapshot import OK, UNKNOWN, Snapshot, Status
 

@@ -29,7 +29,8 @@ def _modules(sub: str) -> list[Path]:
 
 
 # Rules are pure functions over facts: they never touch the machine nor the tuner.
-PURE = ["engine.py", "findings.py", "snapshot.py", "record.py", "topology.py", "checks"]
+PURE = ["engine/rules.py", "engine/conditions.py", "findings.py", "snapshot.py", "startup", "topology.py",
+        "checks", "nccl/parse.py", "nccl/values.py", "nccl/devices.py", "nccl/bandwidth.py"]
 FORBIDDEN_IN_PURE = ("ncdoc.tuner", "ncdoc.probes", "ncdoc.cli", "subprocess", "ray", "optuna",
                      "pynvml", "pyverbs", "socket")
 

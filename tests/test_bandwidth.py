@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ncdoc.bandwidth import (RING_EFFICIENCY, expected_bandwidth, gpu_generation, hca_filter,
+from ncdoc.nccl.bandwidth import (RING_EFFICIENCY, expected_bandwidth, gpu_generation, hca_filter,
                              rail_ports)
 from ncdoc.snapshot import (Gpu, GpuSection, Hca, HcaSection, PathMatrix, Port, Snapshot, Status)
 

@@ -64,7 +64,7 @@ def test_json_schema(capsys):
 
 
 def test_env_overlay_and_snapshot_file(capsys, tmp_path):
-    from ncdoc.machines import load_example
+    from ncdoc.examples.machines import load_example
     snap = tmp_path / "node.json"
     snap.write_text(load_example("dgx-h100").to_json())
     rc, out, err = run(capsys, "--snapshot", str(snap), "--env", "NCCL_IB_DISABLE=1")
@@ -102,7 +102,7 @@ def test_markdown_format(capsys):
 
 
 def test_check_path_stays_light(tmp_path):
-    from ncdoc.machines import load_example
+    from ncdoc.examples.machines import load_example
     snap = tmp_path / "node.json"
     snap.write_text(load_example("dgx-h100-port-down").to_json())
     code = ("import sys; from ncdoc.cli.main import main; rc = main(['check', '--snapshot', %r, '--no-config']); "
@@ -113,7 +113,7 @@ def test_check_path_stays_light(tmp_path):
 
 
 def test_prelaunch_script(tmp_path):
-    from ncdoc.machines import load_example
+    from ncdoc.examples.machines import load_example
     snap = tmp_path / "node.json"
     snap.write_text(load_example("dgx-h100-port-down").to_json())
     script = ROOT / "bin" / "ncdoc-prelaunch"

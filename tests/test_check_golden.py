@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from ncdoc.engine import Context
-from ncdoc.machines import list_examples
-from ncdoc.rule_cases import fixture
-from ncdoc.selection import resolve
+from ncdoc.engine.rules import Context
+from ncdoc.examples.machines import list_examples
+from ncdoc.engine.cases import fixture
+from ncdoc.engine.selection import resolve
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 EXAMPLES = [name for name, _ in list_examples()]

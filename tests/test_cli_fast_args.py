@@ -91,7 +91,7 @@ LEAN_ABSENT = ("argparse", "re", "json", "json.decoder", "typing", "dataclasses"
 
 @pytest.mark.parametrize("example,expect_rc", [("dgx-h100", 0), ("dgx-h100-port-down", 1)])
 def test_check_starts_without_argparse_re_or_the_json_decoder(tmp_path, example, expect_rc):
-    from ncdoc.machines import load_example
+    from ncdoc.examples.machines import load_example
     snap = tmp_path / "node.json"
     snap.write_text(load_example(example).to_json())
     # modules the interpreter loaded before ncdoc (site, .pth files) do not count
@@ -106,7 +106,7 @@ def test_check_starts_without_argparse_re_or_the_json_decoder(tmp_path, example,
 def test_check_exit_keeps_output_exit_status_and_atexit(tmp_path):
     # `ncdoc check` skips the interpreter's teardown (ncdoc.cli.main._exit_now): its output,
     # exit status and atexit handlers must be exactly those of a normal exit.
-    from ncdoc.machines import load_example
+    from ncdoc.examples.machines import load_example
     snap = tmp_path / "node.json"
     snap.write_text(load_example("dgx-h100-port-down").to_json())
     code = ("import atexit, sys; atexit.register(lambda: print('ATEXIT', file=sys.stderr)); "

@@ -136,7 +136,7 @@ def test_no_heavy_imports_and_fast(files):
 
 
 def test_bundled_example_machine(capsys):
-    machines = pytest.importorskip("ncdoc.machines")
+    machines = pytest.importorskip("ncdoc.examples.machines")
     names = [n for n, _ in machines.list_examples()]
     if "dgx-h100" not in names:
         pytest.skip("no dgx-h100 example bundled")

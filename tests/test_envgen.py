@@ -6,8 +6,8 @@ import subprocess
 import pytest
 
 from ncdoc.cli.main import main
-from ncdoc.envgen import generate, render
-from ncdoc.machines import load_example
+from ncdoc.envfiles.generate import generate, render
+from ncdoc.examples.machines import load_example
 
 TUNABLES = {"NCCL_ALGO", "NCCL_PROTO", "NCCL_BUFFSIZE", "NCCL_NTHREADS", "NCCL_MIN_NCHANNELS",
             "NCCL_MAX_NCHANNELS", "NCCL_IB_QPS_PER_CONNECTION", "NCCL_NET_GDR_LEVEL", "NCCL_P2P_LEVEL"}

@@ -2,7 +2,7 @@
 tests/rule_cases/evidence.yaml runs through the engine exactly as `ncdoc triage` would.
 
 A case is {rule, case: pass|fail, id?, severity?, log?, tests?, env?, nccl_version?, example?}
-read by ncdoc.rule_cases.context, as every pack's cases are: "fail" means the rule must report at warning or error (at `severity` when given), "pass"
+read by ncdoc.engine.cases.context, as every pack's cases are: "fail" means the rule must report at warning or error (at `severity` when given), "pass"
 that it reports nothing at all.
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ncdoc.engine import run_rules
-from ncdoc.rule_cases import context
-from ncdoc.ruleset import load_sources
+from ncdoc.engine.rules import run_rules
+from ncdoc.engine.cases import context
+from ncdoc.engine.ruleset import load_sources
 
 ROOT = Path(__file__).resolve().parents[1]
 CASES = yaml.safe_load((ROOT / "tests" / "rule_cases" / "evidence.yaml").read_text())
@@ -26,9 +26,9 @@ SHARED = ("no-rdma-devices", "net-plugin-missing", "socket-ifname-loopback", "so
 
 
 def fired(spec: dict, rules) -> dict[str, set[str]]:
-    from ncdoc.ruleset import RuleSet
+    from ncdoc.engine.ruleset import RuleSet
     RuleSet(list(rules)).ensure_checks(rules)
-    report = run_rules(context(spec), rules)     # the shared case semantics of ncdoc.rule_cases
+    report = run_rules(context(spec), rules)     # the shared case semantics of ncdoc.engine.cases
     out: dict[str, set[str]] = {}
     for f in report.findings:
         out.setdefault(f.name, set()).add(f.severity)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ncdoc.machines import list_examples, load_example
+from ncdoc.examples.machines import list_examples, load_example
 from ncdoc.snapshot import Snapshot
 from ncdoc.topology import classify
 

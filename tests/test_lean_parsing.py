@@ -10,7 +10,13 @@ import re
 
 from hypothesis import given, settings, strategies as st
 
-from ncdoc import conditions, json_load, nccl_parse, topology
+from ncdoc import topology
+
+from ncdoc.engine import conditions
+
+from ncdoc.startup import json_load
+
+from ncdoc.nccl import parse as nccl_parse
 from ncdoc.checks import links, node
 
 _CHARS = "0123456789abcdefABCDEFxXvV.:,+-=<>!_ \t\n\u00a0\u0663\u00b2%[]{}GPUNICgpuTs/mlnx"
@@ -143,7 +149,7 @@ def test_json_errors_are_json_errors():
 
 
 def test_nccl_vars_entries_read_alone_match_the_table(monkeypatch):
-    from ncdoc import nccl_vars
+    from ncdoc.nccl import variables as nccl_vars
     monkeypatch.setattr(nccl_vars, "_TABLE", [])
     monkeypatch.setattr(nccl_vars, "_ENTRIES", {})
     monkeypatch.setattr(nccl_vars, "_TEXT", [])

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import pytest
 
-from ncdoc import ruleset
+from ncdoc.engine import ruleset
 from ncdoc.checks import evidence  # noqa: F401  (registers the log checks)
 from ncdoc.checks.evidence import _LOG_CHECK_MODULES
-from ncdoc.engine import CHECKS
+from ncdoc.engine.rules import CHECKS
 from ncdoc.evidence import nccl_log_patterns as P
 from triage_helpers import named, triage
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 
-from ncdoc import nccl_vars
+from ncdoc.nccl import variables as nccl_vars
 from triage_helpers import named, triage
 
 
@@ -74,7 +74,7 @@ def test_nvls_bind_out_of_memory_is_exhausted_multicast_not_the_fabric_manager(t
 
 
 def test_nvls_fix_names_only_variables_the_catalog_knows():
-    from ncdoc import ruleset
+    from ncdoc.engine import ruleset
     rule = ruleset.load(from_sources=True).get("nvls-multicast-exhausted")
     for name in ("NCCL_NVLS_ENABLE", "NCCL_NVLS_CHUNKSIZE"):
         assert name in rule.fix and nccl_vars.lookup(name) is not None
@@ -192,7 +192,7 @@ def test_efa_completion_error_quotes_the_provider_error(tmp_path, capsys):
 
 
 def test_efa_rule_documents_the_aws_setup_page():
-    from ncdoc import ruleset
+    from ncdoc.engine import ruleset
     rule = ruleset.load(from_sources=True).get("efa-peer-unreachable")
     assert "https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa-start.html" in rule.references
 

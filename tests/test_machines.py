@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ncdoc.errors import InputError, UsageError
-from ncdoc.machines import build_machine, list_examples, load_example, load_spec, merge
+from ncdoc.examples.machines import build_machine, list_examples, load_example, load_spec, merge
 from ncdoc.snapshot import Snapshot
 
 EXAMPLES = [name for name, _ in list_examples()]

@@ -30,7 +30,7 @@ def test_wheel_ships_rules_tuners_examples_and_the_prelaunch_script(wheel):
         assert f"ncdoc/_bundled/tuners/spaces/{space.name}" in names
     for example in (ROOT / "ncdoc" / "examples").glob("*.yaml"):
         assert f"ncdoc/examples/{example.name}" in names
-    assert "ncdoc/data/nccl_vars.json" in names
+    assert "ncdoc/nccl/data/nccl_vars.json" in names
     assert any(n.endswith(".data/scripts/ncdoc-prelaunch") for n in names)
     # rules/ and tuners/ are data inside the package, never top-level import packages
     assert not any(n.startswith(("rules/", "tuners/")) for n in names)

@@ -7,7 +7,7 @@ import ctypes
 import pynvml
 import pytest
 
-from ncdoc.nvml_replay import RecordedNvml
+from ncdoc.examples.nvml_replay import RecordedNvml
 from ncdoc.probes.gpus import normalise_bus_id, probe_gpus
 from ncdoc.probes.live import capture
 from ncdoc.probes.sysfs import SysfsReader

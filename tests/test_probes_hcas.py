@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from ncdoc.machines import build_machine
+from ncdoc.examples.machines import build_machine
 from ncdoc.probes.hcas import parse_rate, probe_hcas, roce_mtu
 from ncdoc.probes.sysfs import SysfsReader
-from ncdoc.verbs_replay import RecordedVerbs
+from ncdoc.examples.verbs_replay import RecordedVerbs
 
 
 @pytest.fixture(scope="module")

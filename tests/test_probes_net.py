@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from ncdoc.machines import build_machine
+from ncdoc.examples.machines import build_machine
 from ncdoc.probes.hcas import probe_hcas
 from ncdoc.probes.net import (ipv4_from_proc, parse_fib_local, parse_if_inet6, parse_ip_json, parse_ip_oneline,
                               probe_net)

@@ -6,7 +6,7 @@ import struct
 
 import pytest
 
-from ncdoc.machines import build_machine
+from ncdoc.examples.machines import build_machine
 from ncdoc.probes.pci import acs_control, probe_pci
 from ncdoc.probes.sysfs import SysfsReader
 

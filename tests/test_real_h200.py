@@ -36,7 +36,7 @@ def _by_name(doc) -> dict[str, str]:
 
 def test_replayed_capture_is_the_live_snapshot(tmp_path):
     pytest.importorskip("pynvml")
-    from ncdoc.nvml_replay import RecordedNvml
+    from ncdoc.examples.nvml_replay import RecordedNvml
     from ncdoc.probes.live import capture
 
     # a tarball, because the empty folders (/sys/class/infiniband) are facts and git drops them

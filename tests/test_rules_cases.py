@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from ncdoc import rule_cases, ruleset
+from ncdoc.engine import cases as rule_cases, ruleset
 
 ROOT = Path(__file__).resolve().parents[1]
 CASE_FILES = ("env", "env_node", "network", "topology", "versions", "policy")

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ncdoc.nccl_parse import (algo_names, check_version_spec, level_names, parse_algo_proto, parse_level,
+from ncdoc.nccl.parse import (algo_names, check_version_spec, level_names, parse_algo_proto, parse_level,
                               parse_list, strtoll, version_cmp, version_matches, version_tuple)
 
 _LIBC = ctypes.CDLL(ctypes.util.find_library("c") or None)
@@ -110,8 +110,8 @@ def test_versions():
 
 
 def test_value_problems_suggest_the_meant_value():
-    from ncdoc.nccl_values import value_problems
-    from ncdoc.nccl_vars import lookup
+    from ncdoc.nccl.values import value_problems
+    from ncdoc.nccl.variables import lookup
     (p,) = value_problems("NCCL_BUFFSIZE", "8MiB", lookup("NCCL_BUFFSIZE"))
     assert p.suggestion == str(8 << 20)
     (p,) = value_problems("NCCL_IB_DISABLE", "yes", lookup("NCCL_IB_DISABLE"))
@@ -122,7 +122,7 @@ def test_value_problems_suggest_the_meant_value():
 
 
 def test_nccl_vars_table():
-    from ncdoc import nccl_vars
+    from ncdoc.nccl import variables as nccl_vars
     info = nccl_vars.lookup("NCCL_IB_GDR_LEVEL")
     assert info["status"] == "removed" and info["replacement"] == "NCCL_NET_GDR_LEVEL"
     assert nccl_vars.lookup("nccl_debug") is None
@@ -136,9 +136,9 @@ def test_nccl_vars_data_is_generated_from_the_catalog():
     tsv = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "nccl_env_catalog.tsv"
     if not tsv.is_file():
         pytest.skip("the gathered catalog (../shared) is not present")
-    from ncdoc import nccl_vars, nccl_vars_build
+    from ncdoc.nccl import variables as nccl_vars, variables_build as nccl_vars_build
     text = nccl_vars_build.render(nccl_vars_build.build(tsv))
-    assert Path(nccl_vars.DATA).read_text() == text, "run python -m ncdoc.nccl_vars_build"
+    assert Path(nccl_vars.DATA).read_text() == text, "run python -m ncdoc.nccl.variables_build"
     assert "meaning" not in text
 
 
@@ -150,7 +150,7 @@ def _netif(name, addrs, kind="physical", up="up"):
 
 
 def test_default_interface_search_order():
-    from ncdoc.nccl_select import find_interfaces
+    from ncdoc.nccl.devices import find_interfaces
     ifs = [_netif("docker0", ["172.17.0.1/16"], "docker"), _netif("lo", ["127.0.0.1/8"], "loopback", "unknown"),
            _netif("veth1", ["10.9.0.2/24"], "veth"), _netif("ib0", ["192.168.0.5/24"], "ipoib")]
     found, how = find_interfaces(ifs, None)
@@ -166,14 +166,14 @@ def test_default_interface_search_order():
 
 
 def test_down_interfaces_are_skipped_since_2_28_3():
-    from ncdoc.nccl_select import find_interfaces
+    from ncdoc.nccl.devices import find_interfaces
     ifs = [_netif("eth0", ["10.0.0.2/24"], up="down"), _netif("eth1", ["10.0.1.2/24"])]
     assert find_interfaces(ifs, "eth", version="2.28.3")[0][0].name == "eth1"
     assert find_interfaces(ifs, "eth", version="2.21.5")[0][0].name == "eth0"
 
 
 def test_gid_auto_selection_picks_first_ipv4_rocev2():
-    from ncdoc.nccl_select import choose_gid
+    from ncdoc.nccl.devices import choose_gid
     from ncdoc.snapshot import Gid, Port
     gids = (Gid(0, "fe80:0000:0000:0000:ba3f:d2ff:fe94:29c2", "IB/RoCE v1"),
             Gid(1, "fe80:0000:0000:0000:ba3f:d2ff:fe94:29c2", "RoCE v2"),
@@ -188,8 +188,8 @@ def test_gid_auto_selection_picks_first_ipv4_rocev2():
 
 
 def test_conditions_are_three_valued_and_closed():
-    from ncdoc import conditions
-    from ncdoc.engine import Context, Rule
+    from ncdoc.engine import conditions
+    from ncdoc.engine.rules import Context, Rule
     from ncdoc.findings import Skip
     from ncdoc.snapshot import EnvValue, NcclEnv, Status
     env = NcclEnv(Status.ok("t"), (EnvValue("NCCL_IB_DISABLE", "1", "env"),))

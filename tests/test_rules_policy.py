@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from ncdoc.errors import InputError, UsageError
-from ncdoc.policy import load_config, load_policy, parse_policy
-from ncdoc.selection import resolve
+from ncdoc.engine.policy import load_config, load_policy, parse_policy
+from ncdoc.engine.selection import resolve
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -47,7 +47,7 @@ def test_bad_policy_names_file_line_and_key(tmp_path, body, line, words):
 
 
 def test_entry_semantics():
-    from ncdoc.policy import applies, satisfies
+    from ncdoc.engine.policy import applies, satisfies
     pol = parse_policy({"policy": "t", "hosts": ["gpu-*"], "variables": [
         {"var": "NCCL_IB_TIMEOUT", "level": "recommended", "range": [20, 23], "reason": "r"},
         {"var": "NCCL_NET_PLUGIN", "level": "forbidden", "when": {"plugin": "ofi>=1.9"}, "reason": "r"},
@@ -114,7 +114,7 @@ def test_ncdoc_rules_env_loads_packs(tmp_path):
 
 
 def test_severity_override_and_off():
-    from ncdoc.engine import Context
+    from ncdoc.engine.rules import Context
     from ncdoc.snapshot import EnvValue, NcclEnv, Status
     env = NcclEnv(Status.ok("t"), (EnvValue("NCCL_ALGO", "Ring", "env"),))
     sel = resolve(select=["debug-var-in-production"], severity=["NC1005=error"], no_config=True, environ={})

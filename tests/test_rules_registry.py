@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ncdoc import ruledocs, ruleset
+from ncdoc.engine import docs as ruledocs, ruleset
 from ncdoc.errors import InputError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -37,7 +37,7 @@ def test_compiled_json_is_up_to_date():
     text = ruleset.compile_text()
     path = Path(ruleset.compiled_path())
     assert path.is_file() and path.read_text(encoding="utf-8") == text, \
-        "rules/compiled.json is out of date: run python -m ncdoc.ruleset --compile"
+        "rules/compiled.json is out of date: run python -m ncdoc.engine.ruleset --compile"
 
 
 def test_compiled_and_sources_agree(rules):
@@ -51,7 +51,7 @@ def test_docs_are_up_to_date(rules):
     docs = ROOT / "docs" / "rules"
     stale = [n for n, text in pages.items() if not (docs / n).is_file() or (docs / n).read_text() != text]
     extra = {p.name for p in docs.glob("*.md")} - set(pages)
-    assert not stale and not extra, f"run python -m ncdoc.ruledocs (stale {stale[:5]}, extra {sorted(extra)})"
+    assert not stale and not extra, f"run python -m ncdoc.engine.docs (stale {stale[:5]}, extra {sorted(extra)})"
 
 
 def test_contract_names_and_count(rules):
@@ -77,7 +77,7 @@ def test_shared_rules_list_both_checks(rules):
 
 def test_every_check_function_is_registered(rules):
     from ncdoc.checks import import_all
-    from ncdoc.engine import CHECKS
+    from ncdoc.engine.rules import CHECKS
     import_all()
     missing = {c for r in rules for c in r.checks} - set(CHECKS)
     assert not missing

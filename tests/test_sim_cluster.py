@@ -65,7 +65,7 @@ def test_cluster_from_snapshot_without_the_topology_module(monkeypatch):
 
 
 def test_cluster_from_bundled_examples():
-    machines = pytest.importorskip("ncdoc.machines")
+    machines = pytest.importorskip("ncdoc.examples.machines")
     try:
         dgx = machines.load_example("dgx-h100")
         no_peermem = machines.load_example("dgx-h100-no-peermem")

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from ncdoc import record
+from ncdoc.startup import record
 from ncdoc.errors import InputError
 from ncdoc.snapshot import (Gid, Hca, HcaSection, NcclEnv, EnvValue, Port, Snapshot, Status,
                             SCHEMA_VERSION)

@@ -9,7 +9,7 @@ import pytest
 
 from ncdoc.cli.main import main
 from ncdoc.errors import InputError, UsageError
-from ncdoc.triage import build_env, parse_env_pairs, triage
+from ncdoc.triage.run import build_env, parse_env_pairs, triage
 
 FIX = Path(__file__).resolve().parent / "fixtures" / "triage"
 LOG_SOCKET = str(FIX / "socket-fallback.log")
@@ -197,7 +197,7 @@ def test_stdin_is_read_with_a_dash(capsys, monkeypatch):
 
 
 def test_large_logs_are_streamed(tmp_path, monkeypatch):
-    import ncdoc.triage_inputs as t
+    import ncdoc.triage.inputs as t
     monkeypatch.setattr(t, "STREAM_BYTES", 100)
     result = triage([LOG_SOCKET, TESTS])
     assert [i.read_as for i in result.inputs] == [("nccl_log",), ("nccl_tests",)]

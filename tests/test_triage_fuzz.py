@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from ncdoc.cli.main import main
 from ncdoc.errors import InputError
-from ncdoc.triage import triage
+from ncdoc.triage.run import triage
 
 # Fragments of every kind triage reads, so random files reach deep into each parser.
 FRAGMENTS = [

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from ncdoc.envfile import FORMATS, render_env, write_atomic
+from ncdoc.envfiles.formats import FORMATS, render_env, write_atomic
 from ncdoc.errors import InputError
 
 HOSTILE = {

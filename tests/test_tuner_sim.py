@@ -146,7 +146,7 @@ def test_sim_backend_measures_and_fails_like_nccl():
 
 
 def test_sim_cluster_from_example_and_fabric_flags():
-    from ncdoc.machines import load_example
+    from ncdoc.examples.machines import load_example
 
     snap = load_example("h100-roce")
     c = sim_cluster(snapshot=snap, nodes=4, ecmp_paths=4)

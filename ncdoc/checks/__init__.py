@@ -1,6 +1,6 @@
-"""Check functions: the rules that need logic, registered with `ncdoc.engine.check`.
+"""Check functions: the rules that need logic, registered with `ncdoc.engine.rules.check`.
 
-Each module here registers its functions at import. The registry (ncdoc.ruleset) imports
+Each module here registers its functions at import. The registry (ncdoc.engine.ruleset) imports
 only the modules the selected rules need, using the map compiled into rules/compiled.json;
 `import_all` imports every module in MODULES (compiling, tests, `ncdoc rules`).
 """
@@ -16,7 +16,7 @@ MODULES = (
     "ncdoc.checks.node",        # the node: RDMA stack, GPUDirect, fabric manager
     "ncdoc.checks.topology",    # GPU-NIC placement, VMs that hide the PCIe tree
     "ncdoc.checks.links",       # link health: port state, rate, errors, MTU, PCIe width
-    "ncdoc.checks.policy",      # site policy packs (ncdoc.policy)
+    "ncdoc.checks.policy",      # site policy packs (ncdoc.engine.policy)
     "ncdoc.checks.evidence",    # NCCL logs and nccl-tests output
 )
 

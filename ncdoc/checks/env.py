@@ -1,14 +1,14 @@
 """Checks of the NCCL environment alone: names, values, releases, shadowing, debugging knobs.
 
-Every verdict follows NCCL's own parsing (ncdoc.nccl_parse, ncdoc.nccl_values). Where the
+Every verdict follows NCCL's own parsing (ncdoc.nccl.parse, ncdoc.nccl.values). Where the
 NCCL version changes the answer and it is unknown, the message says which version it assumes.
 """
 
 from __future__ import annotations
 
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
-from ncdoc.nccl_parse import parse_level, strtoll
+from ncdoc.nccl.parse import parse_level, strtoll
 
 # Debugging-section knobs that override NCCL's own choices for a whole job (warning); the
 # rest of that section is worth knowing about (info). NCCL_IB_DISABLE and NCCL_P2P_DISABLE
@@ -49,7 +49,7 @@ def ev(v) -> Evidence:
 
 
 def _vars():
-    from ncdoc import nccl_vars
+    from ncdoc.nccl import variables as nccl_vars
     return nccl_vars
 
 
@@ -106,7 +106,7 @@ def _framework_hit(v) -> Hit | None:
 
 @check("invalid_value")
 def invalid_value(ctx: Context):
-    from ncdoc.nccl_values import value_problems
+    from ncdoc.nccl.values import value_problems
     nv = _vars()
     version = ctx.nccl_version
     for v in ctx.env.values:
@@ -251,7 +251,7 @@ def ib_disabled_by_env(ctx: Context):
                   "(no RDMA device listing was given to check)", tuple(ev(x) for x in set_vars),
                   severity="warning", env_patch=patch, subject=set_vars[0].name)
         return
-    from ncdoc.nccl_select import is_active
+    from ncdoc.nccl.devices import is_active
     up = [f"{h.name}:{p.num}" for h in ctx.snapshot.hcas.hcas for p in h.ports if is_active(p)]
     if up:
         yield Hit(f"{what}: NCCL uses TCP sockets between nodes although {len(up)} RDMA port"

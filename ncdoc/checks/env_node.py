@@ -8,10 +8,10 @@ need for node facts), then raises Skip when the node facts it needs are unknown.
 from __future__ import annotations
 
 from ncdoc.checks.env import ev, ib_switched_off
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
-from ncdoc.nccl_parse import parse_level
-from ncdoc.nccl_select import (find_interfaces, ib_list, is_active, is_loopback, link_layer,
+from ncdoc.nccl.parse import parse_level
+from ncdoc.nccl.devices import (find_interfaces, ib_list, is_active, is_loopback, link_layer,
                                selected_ports, virtual_reason)
 
 
@@ -181,7 +181,7 @@ def socket_ifname_no_match(ctx: Context):
     if found:
         return
     ifs = ctx.snapshot.net.interfaces
-    from ncdoc.nccl_parse import parse_list
+    from ncdoc.nccl.parse import parse_list
     lst = parse_list(v.value, max_entries=16, version=ctx.nccl_version)
     named = [n for n in ifs if lst.matches(n.name)]
     if named:

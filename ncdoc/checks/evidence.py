@@ -13,7 +13,7 @@ from __future__ import annotations
 from ncdoc.checks import evidence_failures, evidence_log, evidence_tests  # noqa: F401  (registers their checks)
 from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, in_nvls, local_gpus,
                                           log_net_devices, merge_evidence, multi_node, need_logs, node_evidence)
-from ncdoc.engine import CHECKS, Context, check
+from ncdoc.engine.rules import CHECKS, Context, check
 from ncdoc.evidence.interfaces import VIRTUAL_KINDS
 from ncdoc.findings import Evidence, Hit, Skip
 

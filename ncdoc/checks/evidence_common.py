@@ -12,8 +12,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from ncdoc.bandwidth import Expectation, expected_bandwidth
-from ncdoc.engine import Context
+from ncdoc.nccl.bandwidth import Expectation, expected_bandwidth
+from ncdoc.engine.rules import Context
 from ncdoc.findings import Evidence, Skip
 
 MAX_EVIDENCE = 4

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, in_nvls,
                                           merge_evidence, multi_node, need_logs)
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Hit
-from ncdoc.nccl_parse import version_cmp
+from ncdoc.nccl.parse import version_cmp
 
 # ---------------------------------------------------------------- TCP reachability
 

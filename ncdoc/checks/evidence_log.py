@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from ncdoc.checks.evidence_common import (cite, cite_kind, cite_problems, env_evidence, env_true, env_value,
                                           merge_evidence, multi_node, need_logs)
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Hit
-from ncdoc.nccl_parse import version_cmp
+from ncdoc.nccl.parse import version_cmp
 
 # ---------------------------------------------------------------- rdma-path
 

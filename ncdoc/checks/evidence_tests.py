@@ -3,7 +3,7 @@ shape and level.
 
 A run with one rank in total (`one_rank`) moves no data over any link, so its busbw is compared with
 nothing: busbw_below_line_rate says so once, as info, and the other bandwidth checks pass it by.
-Bandwidth figures come from ncdoc.bandwidth (calibrated against anchors.md); nccl-tests prints
+Bandwidth figures come from ncdoc.nccl.bandwidth (calibrated against anchors.md); nccl-tests prints
 GB/s as 1e9 bytes/s, which is what the port rate / 8 gives too.
 """
 
@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from ncdoc.bandwidth import ERROR_FRACTION, MIN_PEAK_BYTES, WARN_FRACTION
+from ncdoc.nccl.bandwidth import ERROR_FRACTION, MIN_PEAK_BYTES, WARN_FRACTION
 from ncdoc.checks.evidence_common import (cite, cite_kind, env_evidence, env_value, job_expectation, job_nodes,
                                           merge_evidence, need_tests, tests_collective, tests_complete_listing)
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 
 # A drop from the peak by this factor at a larger size is a collapse, not noise.

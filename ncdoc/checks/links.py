@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
-from ncdoc.nccl_select import is_active, link_layer, selected_ports
+from ncdoc.nccl.devices import is_active, link_layer, selected_ports
 
 # Counters that only grow on physical or link-level faults (not congestion: port_xmit_wait,
 # port_xmit_discards are left out).

@@ -9,10 +9,10 @@ decided by the log, and on a node alone by the node.
 from __future__ import annotations
 
 from ncdoc.checks.env import ev
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
-from ncdoc.nccl_parse import version_cmp
-from ncdoc.nccl_select import is_active
+from ncdoc.nccl.parse import version_cmp
+from ncdoc.nccl.devices import is_active
 
 MELLANOX, AMAZON, HPE_CRAY = "0x15b3", "0x1d0f", "0x17db"
 # fabrics whose NICs NCCL reaches only through an external net plugin

@@ -1,9 +1,9 @@
-"""Site policy checks: the entries of the policy packs in ctx.options["policies"] (ncdoc.policy)."""
+"""Site policy checks: the entries of the policy packs in ctx.options["policies"] (ncdoc.engine.policy)."""
 
 from __future__ import annotations
 
 from ncdoc.checks.env import ev
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 
 
@@ -23,7 +23,7 @@ def _facts(ctx: Context) -> dict[str, Any]:
 def nccl_default(var: str) -> str | None:
     """The value NCCL uses when `var` is unset, when it is one plain value (not "auto", not "unset")."""
     import re
-    from ncdoc.nccl_vars import lookup
+    from ncdoc.nccl.variables import lookup
     info = lookup(var)
     text = (info or {}).get("default") or ""
     m = re.search(r"=>\s*(-?\d+)\b", text)
@@ -37,7 +37,7 @@ def nccl_default(var: str) -> str | None:
 
 
 def _run(ctx: Context, level: str):
-    from ncdoc.policy import applies, satisfies
+    from ncdoc.engine.policy import applies, satisfies
     policies = ctx.options.get("policies") or ()
     facts = _facts(ctx)
     reasons: list[str] = []

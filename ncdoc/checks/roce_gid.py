@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from ncdoc.checks.env import ev
 from ncdoc.checks.env_node import _ib_in_use, _need, _port_ev
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
-from ncdoc.nccl_select import choose_gid, link_layer, selected_ports
+from ncdoc.nccl.devices import choose_gid, link_layer, selected_ports
 
 
 def _roce_ports(ctx: Context):
@@ -171,7 +171,7 @@ def _gid_index_unset_without_tables(ctx: Context):
     if not roce or not _ib_in_use(ctx):
         return                      # (no import before here: `ncdoc check` on an IB node ends at this line)
     from ncdoc.checks.evidence_common import cite_problems, env_value
-    from ncdoc.nccl_parse import version_cmp
+    from ncdoc.nccl.parse import version_cmp
     launched = [lf.get("NCCL_IB_GID_INDEX") for lf in ctx.evidence.get("launch", ()) if hasattr(lf, "get")]
     if env_value(ctx, "NCCL_IB_GID_INDEX") not in (None, "") or any(v not in (None, "") for v in launched):
         return

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ncdoc.checks.node import _need
-from ncdoc.engine import Context, check
+from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
-from ncdoc.nccl_select import is_active
+from ncdoc.nccl.devices import is_active
 
 
 @check("gpu_without_local_nic")
@@ -57,7 +57,7 @@ _GDR_ORDER = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SY
 
 def _gdr_level(ctx: Context):
     """(NCCL path type NCCL_NET_GDR_LEVEL sets, its EnvValue), or (None, None) when unset or ignored."""
-    from ncdoc.nccl_parse import parse_level
+    from ncdoc.nccl.parse import parse_level
     v = ctx.env_map.get("NCCL_NET_GDR_LEVEL")
     if v is None:
         return None, None

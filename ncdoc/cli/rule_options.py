@@ -60,7 +60,7 @@ def load_node(args, *, live: bool = True):
         return Snapshot.load(args.snapshot)
     if getattr(args, "example", None):
         try:
-            from ncdoc.machines import load_example
+            from ncdoc.examples.machines import load_example
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("ncdoc"):
                 raise UsageError("bundled example machines are not available in this build") from None
@@ -84,7 +84,7 @@ def env_overlay(args, base):
     """The NcclEnv the job will see: --env and --env-file values over `base` (an NcclEnv or None)."""
     if not args.env and not args.env_file:
         return base
-    from ncdoc.env_layers import layer, parse_assignments, read_env_file
+    from ncdoc.envfiles.layers import layer, parse_assignments, read_env_file
     from ncdoc.snapshot import EnvValue
     cli = parse_assignments(args.env)
     files = [v for f in args.env_file for v in read_env_file(f)]
@@ -100,7 +100,7 @@ def env_overlay(args, base):
 
 
 def selection(args, *, default_fail_on: str, families=None):
-    from ncdoc.selection import resolve
+    from ncdoc.engine.selection import resolve
     select = [t for item in args.select for t in item.split(",") if t.strip()]
     return resolve(select=select or None, ignore=args.ignore, severity=args.severity, fail_on=args.fail_on,
                    rules_files=args.rules, config=args.config, no_config=args.no_config,
@@ -113,7 +113,7 @@ def nccl_version_arg(args) -> str | None:
     text = getattr(args, "nccl_version", None)
     if text is None:
         return None
-    from ncdoc.nccl_parse import version_tuple
+    from ncdoc.nccl.parse import version_tuple
     if not version_tuple(text):
         raise UsageError(f"--nccl-version wants a version such as 2.21.5, got {text!r}")
     return text
@@ -122,7 +122,7 @@ def nccl_version_arg(args) -> str | None:
 def node_context(args, *, default_fail_on: str = "error"):
     """The node (with --env applied), the rule selection and the Context that check, doctor
     and lint's node mode all start from."""
-    from ncdoc.engine import Context
+    from ncdoc.engine.rules import Context
     snap = load_node(args)
     env = env_overlay(args, snap.env)
     if env is not snap.env:

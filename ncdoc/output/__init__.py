@@ -26,7 +26,7 @@ def sections(facts) -> list[tuple[str, object]]:
 def stage_of(code: str) -> str | None:
     """The stage of rule `code` from the registry (None for codes it does not know)."""
     try:
-        from ncdoc import ruleset
+        from ncdoc.engine import ruleset
         rule = ruleset.load().find(code)
     except Exception:       # a report can be rendered without the rule packs (e.g. a partial install)
         return None

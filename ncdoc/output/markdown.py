@@ -27,7 +27,7 @@ def _body(body) -> list[str]:
 
 
 def render(report, *, title: str | None = None, facts=None, skipped: bool = True) -> str:
-    from ncdoc.engine import STAGE_TITLES, STAGES
+    from ncdoc.engine.rules import STAGE_TITLES, STAGES
     out: list[str] = [f"# {title or 'ncdoc report'}", ""]
     for head, body in sections(facts):
         out += [f"## {head}", "", *_body(body), ""]

@@ -58,7 +58,7 @@ def _wrap(text: str, indent: str) -> list[str]:
 
 
 def render(report, *, title: str | None = None, facts=None, skipped: bool = True, color: bool = False) -> str:
-    from ncdoc.engine import STAGE_TITLES, STAGES
+    from ncdoc.engine.rules import STAGE_TITLES, STAGES
     lines: list[str] = []
     if title:
         lines += [paint(title, "bold", color), "=" * min(len(title), _WIDTH), ""]

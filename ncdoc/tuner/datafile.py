@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from ncdoc.errors import InputError, read_text
-from ncdoc.yaml_lines import LineDict, load_yaml
+from ncdoc.readers.yaml_lines import LineDict, load_yaml
 
 _SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(i?B)?\s*\Z", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
@@ -23,7 +23,7 @@ def load(path: str | Path) -> Any:
 
 
 def loads(text: str, path: str) -> Any:
-    # The same line-numbered YAML reader as rule and policy packs (ncdoc/yaml_lines.py).
+    # The same line-numbered YAML reader as rule and policy packs (ncdoc/readers/yaml_lines.py).
     return load_yaml(text, path, name_keys=True)
 
 

@@ -285,7 +285,7 @@ def _env_header(result: Any) -> list[str]:
 
 
 def env_file_text(result: Any, fmt: str, knowledge: Mapping[str, Mapping[str, str]]) -> str:
-    from ncdoc.envfile import render_env
+    from ncdoc.envfiles.formats import render_env
 
     body = render_env(result.env, fmt, _env_comments(result, knowledge))
     if fmt == "json":
@@ -307,7 +307,7 @@ def write_outputs(result: Any, backend: Any, records: Sequence[Any], out_dir: An
     import json
     from pathlib import Path
 
-    from ncdoc.envfile import FILE_NAMES, write_atomic
+    from ncdoc.envfiles.formats import FILE_NAMES, write_atomic
 
     out = Path(out_dir)
     knowledge = load_knowledge()

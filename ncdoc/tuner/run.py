@@ -126,7 +126,7 @@ def _snapshot(opts: TuneOptions) -> Any:
         from ncdoc.snapshot import Snapshot
         return Snapshot.load(opts.snapshot)
     if opts.example:
-        from ncdoc.machines import load_example
+        from ncdoc.examples.machines import load_example
         return load_example(opts.example)
     return None
 
@@ -151,7 +151,7 @@ def create_backend(opts: TuneOptions, log: Callable[[str], None]) -> Backend:
     if snap is None:
         from ncdoc.probes.live import capture
         snap = capture()
-    from ncdoc.bandwidth import expected_bandwidth
+    from ncdoc.nccl.bandwidth import expected_bandwidth
     from ncdoc.tuner.backends.sim import SimBackend, sim_cluster
     nodes = opts.nodes or max(1, len(opts.hosts))
     fab = {k: v for k, v in opts.fabric.items() if k in ("fabric", "gpus_per_node")}
@@ -176,7 +176,7 @@ def _check(opts: TuneOptions) -> None:
     if opts.trials < 1 or opts.repeats < 1 or opts.confirm_pairs < 2 or opts.top_k < 0:
         raise UsageError("--trials and --repeats must be >= 1, --confirm-pairs >= 2, --top-k >= 0")
     check_sampler(opts.sampler)
-    from ncdoc.envfile import FORMATS
+    from ncdoc.envfiles.formats import FORMATS
     bad = [f for f in opts.formats if f not in FORMATS]
     if bad:
         raise UsageError(f"unknown --format {bad[0]!r} (expected one of {', '.join(FORMATS)})")

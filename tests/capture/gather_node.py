@@ -10,7 +10,7 @@ OUT_DIR gets
                   relative symlinks kept as links, and the entries of every folder they listed
                   under /sys and /proc, the NCCL-related ones elsewhere; small files copied, device nodes,
                   shared libraries and binary attributes left empty)
-  nvml.json       NVML's answers in ncdoc.nvml_replay's recording format
+  nvml.json       NVML's answers in ncdoc.examples.nvml_replay's recording format
   snapshot.json   the snapshot ncdoc took live, to compare a replay of root/ + nvml.json against
   paths.txt       the paths the probes asked for, in order
 
@@ -111,7 +111,7 @@ def _error_name(exc: BaseException) -> str:
 
 
 def record_nvml(nvml: Any) -> dict[str, Any]:
-    """NVML's answers, in the format ncdoc.nvml_replay.RecordedNvml replays."""
+    """NVML's answers, in the format ncdoc.examples.nvml_replay.RecordedNvml replays."""
     try:
         nvml.nvmlInit()
     except nvml.NVMLError as exc:

@@ -84,9 +84,9 @@ def _show(args) -> int:
 
 def _generate(args) -> int:
     try:
-        from ncdoc import envgen
+        from ncdoc.envfiles import generate as envgen
     except ImportError:
-        raise UsageError("env generate is not available yet in this build (ncdoc.envgen is missing)") from None
+        raise UsageError("env generate is not available yet in this build (ncdoc.envfiles.generate is missing)") from None
     snap = opt.load_node(args)
     generated = envgen.generate(snap)
     text = envgen.render(generated, args.format)

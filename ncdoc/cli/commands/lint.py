@@ -43,7 +43,7 @@ def current_env():
 
 
 def run(args) -> int:
-    from ncdoc.engine import Context
+    from ncdoc.engine.rules import Context
     from ncdoc.output import render, summary_line
     fmt = opt.output_format(args, "text")
     snap = opt.load_node(args, live=False)

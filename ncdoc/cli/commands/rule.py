@@ -24,7 +24,7 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ncdoc import ruleset
+    from ncdoc.engine import ruleset
     rule = ruleset.load().get(args.rule)
     if args.json:
         out = {"schema_version": 1, "code": rule.code, "name": rule.name, "severity": rule.severity,
@@ -33,6 +33,6 @@ def run(args) -> int:
                "aliases": list(rule.aliases), "docs": rule.docs}
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return 0
-    from ncdoc.ruledocs import page
+    from ncdoc.engine.docs import page
     sys.stdout.write(page(rule))
     return 0

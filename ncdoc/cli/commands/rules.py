@@ -23,12 +23,12 @@ def add_arguments(parser) -> None:
 
 
 def run(args) -> int:
-    from ncdoc import ruleset
+    from ncdoc.engine import ruleset
     rs = ruleset.load()
     rules = list(rs)
     tokens = [t for item in args.select for t in item.split(",") if t.strip()]
     if tokens:
-        from ncdoc.selection import _match
+        from ncdoc.engine.selection import _match
         keep = {r.code for t in tokens for r in _match(rs, t, "--select", None)}
         rules = [r for r in rules if r.code in keep]
     if args.json:

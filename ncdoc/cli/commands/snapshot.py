@@ -118,7 +118,7 @@ def summary(snapshot) -> list[str]:
 
 def run(args: argparse.Namespace) -> int:
     if args.list_examples:
-        from ncdoc.machines import list_examples
+        from ncdoc.examples.machines import list_examples
 
         examples = list_examples()
         if args.json:
@@ -130,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{name:<{width}}  {desc}")
         return 0
     if args.example:
-        from ncdoc.machines import load_example
+        from ncdoc.examples.machines import load_example
 
         snapshot = load_example(args.example)
     else:

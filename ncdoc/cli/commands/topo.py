@@ -48,7 +48,7 @@ def _base(args: argparse.Namespace):
         return Snapshot.load(args.snapshot), {"path": args.snapshot, "kind": "snapshot_json"}
     if args.example:
         try:
-            from ncdoc.machines import load_example
+            from ncdoc.examples.machines import load_example
         except ModuleNotFoundError as exc:
             if exc.name and exc.name.startswith("ncdoc"):
                 raise UsageError("bundled example machines are not available in this build") from None

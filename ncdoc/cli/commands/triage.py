@@ -68,7 +68,7 @@ def _use_color(mode: str) -> bool:
 
 def run(args: argparse.Namespace) -> int:
     from ncdoc.errors import UsageError
-    from ncdoc.triage import triage
+    from ncdoc.triage.run import triage
 
     fmt = "json" if args.json else (args.format or "text")
     if args.json and args.format not in (None, "json"):
@@ -137,7 +137,7 @@ def facts_summary(facts: dict[str, Any]) -> list[str]:
 
 def verdict_lines(result, color: bool) -> list[str]:
     """The most likely cause, its evidence (file:line) and its fix; or that nothing was found."""
-    from ncdoc.engine import STAGE_TITLES
+    from ncdoc.engine.rules import STAGE_TITLES
     from ncdoc.output.color import paint, severity
     v = result.verdict
     if v is None:
@@ -159,7 +159,7 @@ def verdict_lines(result, color: bool) -> list[str]:
 
 def verdict_items(result) -> list[str]:
     """The verdict as list items (markdown)."""
-    from ncdoc.engine import STAGE_TITLES
+    from ncdoc.engine.rules import STAGE_TITLES
     v = result.verdict
     if v is None:
         return ["no problem found in what was given"]

@@ -89,7 +89,7 @@ class Backend:
         return dict(self.base_env)
 
     def expectation(self, collective: str = "all_reduce") -> Any:
-        """An ncdoc.bandwidth.Expectation (line rate) or None."""
+        """An ncdoc.nccl.bandwidth.Expectation (line rate) or None."""
         return self._expectation
 
     def describe(self) -> dict[str, Any]:

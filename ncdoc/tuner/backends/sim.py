@@ -61,7 +61,7 @@ class SimBackend(Backend):
         return dict(self.base_env)
 
     def expectation(self, collective: str = "all_reduce") -> Any:
-        from ncdoc.bandwidth import expected_bandwidth
+        from ncdoc.nccl.bandwidth import expected_bandwidth
 
         c = self.cluster
         socket = c.fabric == "socket"

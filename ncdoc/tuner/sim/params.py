@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
-from ncdoc.nccl_parse import strtoll as nccl_strtoll
+from ncdoc.nccl.parse import strtoll as nccl_strtoll
 from ncdoc.tuner.sim.errors import SimTrialError
 from ncdoc.tuner.sim.revisions import ALGOS, FUNCS, PATH, PROTOS, Revision
 

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from ncdoc.bandwidth import Expectation
+from ncdoc.nccl.bandwidth import Expectation
 from ncdoc.checks.evidence_common import job_nodes, local_gpus
 from ncdoc.checks.evidence_tests import one_rank
-from ncdoc.engine import Context
+from ncdoc.engine.rules import Context
 
 
 def combined_transport(logs) -> tuple[str | None, dict[str, int]]:

@@ -2,14 +2,14 @@
 
 `value_problems(name, value, info, version=...)` returns what NCCL would misparse, clamp,
 ignore or reject, each with a severity and, where obvious, the value the user meant.
-Built on ncdoc.nccl_parse (the parsing itself) and the variable table (ncdoc.nccl_vars).
+Built on ncdoc.nccl.parse (the parsing itself) and the variable table (ncdoc.nccl.variables).
 """
 
 from __future__ import annotations
 
 # `re` is imported inside the few rare branches that need it: this module is on the
 # `ncdoc check` path, whose start-up budget cannot pay for the regex machinery.
-from ncdoc.nccl_parse import (LATEST, ib_hca_max_entries, is_power_of_two, level_names, parse_algo_proto,
+from ncdoc.nccl.parse import (LATEST, ib_hca_max_entries, is_power_of_two, level_names, parse_algo_proto,
                               parse_level, parse_list, strtoll, version_cmp)
 
 

@@ -1,4 +1,4 @@
-"""Build ncdoc/data/nccl_vars.json, ncdoc's own compact table of the variables NCCL reads.
+"""Build ncdoc/nccl/data/nccl_vars.json, ncdoc's own compact table of the variables NCCL reads.
 
 Input: the gathered catalog (../shared/reference/nccl_env_catalog.tsv: name, type, default,
 allowed, meaning, status, source_file). Only facts are kept: names, types, defaults,
@@ -6,7 +6,7 @@ allowed values, status, first and last release, replacement, documented or not, 
 reads the variable. The catalog's prose ("meaning") is read only to pull those facts out
 of it and is never copied.
 
-    python -m ncdoc.nccl_vars_build [CATALOG.tsv] [-o ncdoc/data/nccl_vars.json]
+    python -m ncdoc.nccl.variables_build [CATALOG.tsv] [-o ncdoc/nccl/data/nccl_vars.json]
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import re
 import sys
 from pathlib import Path
 
-_REPO = Path(__file__).resolve().parents[1]
+_REPO = Path(__file__).resolve().parents[2]
 DEFAULT_TSV = _REPO.parent / "shared" / "reference" / "nccl_env_catalog.tsv"
 DEFAULT_OUT = Path(__file__).resolve().parent / "data" / "nccl_vars.json"
 
@@ -190,7 +190,7 @@ def render(rows: list[dict]) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m ncdoc.nccl_vars_build", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="python -m ncdoc.nccl.variables_build", description=__doc__.split("\n\n")[0])
     ap.add_argument("catalog", nargs="?", default=str(DEFAULT_TSV))
     ap.add_argument("-o", "--output", default=str(DEFAULT_OUT))
     ap.add_argument("--check", action="store_true", help="exit 1 when the output file is out of date")
@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.check:
         current = out.read_text(encoding="utf-8") if out.is_file() else ""
         if current != text:
-            print(f"{out} is out of date: run python -m ncdoc.nccl_vars_build", file=sys.stderr)
+            print(f"{out} is out of date: run python -m ncdoc.nccl.variables_build", file=sys.stderr)
             return 1
         return 0
     out.parent.mkdir(parents=True, exist_ok=True)

@@ -8,7 +8,7 @@ Check functions are pure: they read the Context and return Hits; they never do I
 from __future__ import annotations
 
 from ncdoc.findings import Finding, Hit, Report, Skip, Skipped, severity_rank
-from ncdoc.record import field, record as dataclass
+from ncdoc.startup.record import field, record as dataclass
 from ncdoc.snapshot import NcclEnv, Snapshot, Status
 
 # No `typing` import: annotations stay strings, and `ncdoc check` must start fast.
@@ -41,7 +41,7 @@ class Rule:
     stage: str = "settings"
     references: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()    # registered check-function names (node side, evidence side, ...)
-    when: Any = None                # declarative condition (see ncdoc.conditions)
+    when: Any = None                # declarative condition (see ncdoc.engine.conditions)
     message: str = ""               # message template for declarative rules
     needs: tuple[str, ...] = ()
     example: Mapping[str, Any] = field(default_factory=dict)
@@ -165,7 +165,7 @@ def run_rules(ctx: Context, rules: Iterable[Rule], *, severity_overrides: Mappin
     rules = list(rules)
     overrides = dict(severity_overrides or {})
     if evaluate_when is None and any(r.when is not None and not r.checks for r in rules):
-        from ncdoc.conditions import evaluate as evaluate_when
+        from ncdoc.engine.conditions import evaluate as evaluate_when
     findings: list[Finding] = []
     skipped: list[Skipped] = []
     for rule in rules:

@@ -15,13 +15,13 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
-from ncdoc.bandwidth import Expectation
+from ncdoc.nccl.bandwidth import Expectation
 from ncdoc.checks.evidence_common import NodeEvidence
-from ncdoc.engine import Context, Rule, run_rules
+from ncdoc.engine.rules import Context, Rule, run_rules
 from ncdoc.errors import InputError, UsageError
 from ncdoc.findings import Finding, Report
 from ncdoc.snapshot import EnvValue, NcclEnv, Snapshot, Status
-from ncdoc.triage_inputs import (_embedded_node, _launch_of_run, _parse_run_file, _parse_run_text, _read,
+from ncdoc.triage.inputs import (_embedded_node, _launch_of_run, _parse_run_file, _parse_run_text, _read,
                                  _tests_json)
 
 SCHEMA_VERSION = 1
@@ -116,7 +116,7 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
     snaps: list[Snapshot] = []
     node_ev: list[NodeEvidence] = []
     if example:
-        from ncdoc.machines import load_example
+        from ncdoc.examples.machines import load_example
         try:
             snaps.append(load_example(example))
         except (FileNotFoundError, KeyError) as exc:
@@ -258,7 +258,7 @@ def build_env(snapshot: Snapshot | None, logs: Sequence[Any], launch: Sequence[A
 # ---------------------------------------------------------------- running the rules
 
 def load_rules() -> list[Rule]:
-    from ncdoc.ruleset import load
+    from ncdoc.engine.ruleset import load
     rs = load()
     rules = list(rs)
     missing = rs.ensure_checks(rules)
@@ -314,7 +314,7 @@ def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | 
            env: Sequence[str] = (), nic_gbps: float | None = None, nics: int | None = None,
            nodes: int | None = None, rules: Sequence[Rule] | None = None) -> TriageResult:
     from ncdoc.checks.evidence_common import job_expectation
-    from ncdoc.triage_facts import build_facts, observed_failures
+    from ncdoc.triage.facts import build_facts, observed_failures
 
     ev = read_evidence(paths, snapshot=snapshot, example=example, env=env)
     ctx = build_context(ev, nic_gbps=nic_gbps, nics=nics, nodes=nodes)

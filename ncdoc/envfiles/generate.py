@@ -210,7 +210,7 @@ def _virtual_topology_hint(snapshot: Snapshot) -> str | None:
 
 def render(generated: GeneratedEnv, fmt: str) -> str:
     """The env in `fmt` (sh, dotenv, nccl.conf, slurm, k8s, json), each variable with its reason."""
-    from ncdoc.envfile import render_env
+    from ncdoc.envfiles.formats import render_env
     text = render_env(generated.values(), fmt, comments=generated.comments())
     if generated.notes and fmt == "json":
         import json

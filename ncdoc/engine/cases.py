@@ -3,12 +3,12 @@
 Inputs (a rule's `example`, or one entry of tests/rule_cases/<pack>.yaml):
     env: {NAME: value | null}     the job's variables (null: unset a fixture's value)
     conf: text                    an nccl.conf under them (NCCL's precedence)
-    example: fixture              a fixture machine (ncdoc.machines.load_example)
+    example: fixture              a fixture machine (ncdoc.examples.machines.load_example)
     patch: {path: value}          changes to that machine's snapshot, by dotted path into its JSON form
                                   ("host.kernel", "gpus.gpus.3.nvlinks.0.active", "pci.devices.*.acs_ctrl")
     nccl_version: "2.21.5"        the NCCL version to judge against
     log / tests / launch: text    evidence parsed by ncdoc.evidence (NCCL log, nccl-tests, launch script)
-    policy: {policy pack}         a site policy pack (ncdoc.policy format), for the policy rules
+    policy: {policy pack}         a site policy pack (ncdoc.engine.policy format), for the policy rules
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import importlib
 from functools import lru_cache
 from typing import Any, Mapping
 
-from ncdoc.engine import Context, Rule, run_rules
+from ncdoc.engine.rules import Context, Rule, run_rules
 from ncdoc.findings import Report
 
 # input key -> (evidence kind in Context, "module:function") for evidence the examples may carry
@@ -30,7 +30,7 @@ EVIDENCE_PARSERS = {
 
 @lru_cache(maxsize=32)
 def fixture(name: str):
-    from ncdoc.machines import load_example
+    from ncdoc.examples.machines import load_example
     return load_example(name)
 
 
@@ -65,7 +65,7 @@ def patched(snap, patch: Mapping[str, Any]):
 
 
 def context(inputs: Mapping[str, Any], *, options: Mapping[str, Any] | None = None) -> Context:
-    from ncdoc.env_layers import overlay, parse_conf
+    from ncdoc.envfiles.layers import overlay, parse_conf
     snap = fixture(inputs["example"]) if inputs.get("example") else None
     if snap is not None and inputs.get("patch"):
         snap = patched(snap, inputs["patch"])
@@ -82,7 +82,7 @@ def context(inputs: Mapping[str, Any], *, options: Mapping[str, Any] | None = No
     version = inputs.get("nccl_version")
     opts = dict(options or {})
     if inputs.get("policy"):
-        from ncdoc.policy import parse_policy
+        from ncdoc.engine.policy import parse_policy
         opts.setdefault("policies", [parse_policy(inputs["policy"], "<example policy>")])
     return Context(snapshot=snap, env=env, evidence=evidence, nccl_version=str(version) if version else None,
                    options=opts)
@@ -90,7 +90,7 @@ def context(inputs: Mapping[str, Any], *, options: Mapping[str, Any] | None = No
 
 def run(inputs: Mapping[str, Any], rules=None, *, options: Mapping[str, Any] | None = None) -> Report:
     """Run `rules` (default: the whole registry) over the inputs."""
-    from ncdoc import ruleset
+    from ncdoc.engine import ruleset
     rs = ruleset.load()
     rules = list(rules) if rules is not None else list(rs)
     missing = rs.ensure_checks(rules)

@@ -7,7 +7,7 @@ filter of net_ib/init.cc, and `ncclIbGetGidIndex` / `ncclUpdateGidIndex` for RoC
 
 from __future__ import annotations
 
-from ncdoc.nccl_parse import LATEST, NcclList, parse_list, strtoll, version_cmp
+from ncdoc.nccl.parse import LATEST, NcclList, parse_list, strtoll, version_cmp
 
 # ---------------------------------------------------------------- IP interfaces
 # Addresses are classified by hand: the stdlib ipaddress module is only imported for the rare
@@ -135,7 +135,7 @@ def virtual_reason(netif, interfaces=()) -> str | None:
 # ---------------------------------------------------------------- RDMA ports
 
 def ib_list(ib_hca: str | None, version: str | None) -> NcclList:
-    from ncdoc.nccl_parse import ib_hca_max_entries
+    from ncdoc.nccl.parse import ib_hca_max_entries
     return parse_list(ib_hca or "", max_entries=ib_hca_max_entries(version), version=version)
 
 

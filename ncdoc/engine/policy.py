@@ -87,7 +87,7 @@ def _read_structured(path: str):
     except (OSError, UnicodeDecodeError) as exc:
         raise InputError("cannot read file", path=str(path), cause=str(exc)) from None
     if path.endswith(".json"):
-        from ncdoc.json_load import loads
+        from ncdoc.startup.json_load import loads
         try:
             return loads(text)
         except ValueError as exc:
@@ -100,13 +100,13 @@ def _read_structured(path: str):
             import re
             m = re.search(r"line (\d+)", str(exc))
             raise InputError(f"not valid TOML ({exc})", path=path, line=int(m.group(1)) if m else None) from None
-    from ncdoc.yaml_lines import load_yaml
+    from ncdoc.readers.yaml_lines import load_yaml
     return load_yaml(text, path)
 
 
 def _check_when(when: Any, path: str, line: int | None) -> dict[str, str]:
-    from ncdoc.nccl_parse import check_version_spec
-    from ncdoc.yaml_lines import check_keys, key_line
+    from ncdoc.nccl.parse import check_version_spec
+    from ncdoc.readers.yaml_lines import check_keys, key_line
     check_keys(when, WHEN_KEYS, "a 'when' condition", path, line)
     for k, spec in when.items():
         if not isinstance(spec, str):
@@ -127,7 +127,7 @@ def _plugin_split(spec: str) -> tuple[str, str]:
 
 def parse_policy(data: Any, path: str) -> Policy:
     import re
-    from ncdoc.yaml_lines import check_keys, key_line
+    from ncdoc.readers.yaml_lines import check_keys, key_line
     check_keys(data, PACK_KEYS, "a policy pack", path, 1)
     name = data.get("policy")
     if not isinstance(name, str) or not re.fullmatch(r"[a-z0-9][a-z0-9-]*", name):
@@ -217,7 +217,7 @@ def _plugin_version(paths, name: str) -> tuple[bool, str | None]:
 def applies(entry: Entry, facts: dict[str, Any]) -> tuple[bool | None, str]:
     """(True/False, "") when the entry applies or not; (None, reason) when a fact it needs is unknown."""
     import fnmatch
-    from ncdoc.nccl_parse import version_matches
+    from ncdoc.nccl.parse import version_matches
     if entry.hosts:
         host = facts.get("hostname")
         if not host:
@@ -248,8 +248,8 @@ def applies(entry: Entry, facts: dict[str, Any]) -> tuple[bool | None, str]:
 
 
 def satisfies(entry: Entry, value: str) -> bool:
-    from ncdoc.nccl_parse import strtoll
-    from ncdoc.nccl_vars import lookup
+    from ncdoc.nccl.parse import strtoll
+    from ncdoc.nccl.variables import lookup
     info = lookup(entry.var) or {}
     numeric = info.get("type") in ("int", "bool-int", "int (uint64)")
 
@@ -299,7 +299,7 @@ def load_config(path: str | None = None, *, start: str | None = None) -> Config:
     p = str(path) if path else find_config(start)
     if p is None:
         return Config()
-    from ncdoc.yaml_lines import check_keys, key_line
+    from ncdoc.readers.yaml_lines import check_keys, key_line
     data = _read_structured(p)
     if isinstance(data, dict) and p.endswith(".toml") and "tool" in data and "ncdoc" in data.get("tool", {}):
         data = data["tool"]["ncdoc"]

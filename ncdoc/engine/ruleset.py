@@ -1,6 +1,6 @@
 """The one rule registry: rule packs (rules/*.yaml) loaded, validated and compiled.
 
-Packs are the source; `python -m ncdoc.ruleset --compile` writes rules/compiled.json,
+Packs are the source; `python -m ncdoc.engine.ruleset --compile` writes rules/compiled.json,
 which is what the fast paths (`ncdoc check`) read, with json and no YAML import. A test
 fails when compiled.json is out of date.
 
@@ -19,7 +19,7 @@ Pack format (unknown keys are rejected with file, line and key):
         references: [https://...]
         needs: [env]            # optional, from engine.NEEDS
         check: fn | [fn, ...]   # registered check functions ...
-        when: {...}             # ... or a declarative condition (ncdoc.conditions)
+        when: {...}             # ... or a declarative condition (ncdoc.engine.conditions)
         message: ...            # template for `when` rules
         env_patch: {NAME: value|null}   # optional, `when` rules: the fix as env
         example: {env: {...}, conf: text, example: fixture, patch: {dotted.path: value}, log: text, tests: text,
@@ -33,11 +33,11 @@ from __future__ import annotations
 import os
 import sys
 
-from ncdoc.engine import CHECKS, NEEDS, STAGES, Rule
+from ncdoc.engine.rules import CHECKS, NEEDS, STAGES, Rule
 from ncdoc.errors import InputError, UsageError
 from ncdoc.findings import SEVERITIES
-from ncdoc.json_load import load_file
-from ncdoc.record import build
+from ncdoc.startup.json_load import load_file
+from ncdoc.startup.record import build
 
 COMPILED_SCHEMA = 1
 RULE_KEYS_REQUIRED = ("code", "name", "severity", "stage", "summary", "why", "fix", "references", "example")
@@ -60,8 +60,8 @@ def _str_list(v: Any) -> bool:
 def parse_pack(text: str, path: str) -> list[Rule]:
     """Rules of one pack file, validated (not yet checked against the check registry)."""
     import re
-    from ncdoc import conditions
-    from ncdoc.yaml_lines import check_keys, key_line, load_yaml
+    from ncdoc.engine import conditions
+    from ncdoc.readers.yaml_lines import check_keys, key_line, load_yaml
     doc = load_yaml(text, path)
     check_keys(doc, PACK_KEYS, "a rule pack", path, 1)
     pack = doc.get("pack")
@@ -169,7 +169,7 @@ def check_registry(rules: list[Rule], *, where: str = "rules") -> None:
 
 # ---------------------------------------------------------------- sources and the compiled file
 
-_PKG = os.path.dirname(os.path.abspath(__file__))
+_PKG = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # the ncdoc package
 
 
 def rules_dir():
@@ -340,7 +340,7 @@ def _load(directory: str | None, from_sources: bool) -> RuleSet:
         except ValueError as exc:
             raise InputError(f"not valid JSON ({exc})", path=compiled) from None
         if data.get("schema_version") != COMPILED_SCHEMA:
-            raise InputError("compiled rules have an unknown schema_version: run python -m ncdoc.ruleset "
+            raise InputError("compiled rules have an unknown schema_version: run python -m ncdoc.engine.ruleset "
                              "--compile", path=compiled)
         return RuleSet([_rule_from_json(r) for r in data["rules"]], data.get("checks"))
     return RuleSet(load_sources(directory))
@@ -348,7 +348,7 @@ def _load(directory: str | None, from_sources: bool) -> RuleSet:
 
 def main(argv: list[str] | None = None) -> int:
     import argparse
-    ap = argparse.ArgumentParser(prog="python -m ncdoc.ruleset",
+    ap = argparse.ArgumentParser(prog="python -m ncdoc.engine.ruleset",
                                  description="Validate the rule packs and write rules/compiled.json.")
     ap.add_argument("--compile", action="store_true", help="write rules/compiled.json")
     ap.add_argument("--check", action="store_true", help="exit 1 when rules/compiled.json is out of date")
@@ -364,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
     path = Path(compiled_path())
     if args.check:
         if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            print(f"{path} is out of date: run python -m ncdoc.ruleset --compile", file=sys.stderr)
+            print(f"{path} is out of date: run python -m ncdoc.engine.ruleset --compile", file=sys.stderr)
             return 1
         return 0
     if args.compile:
@@ -380,7 +380,7 @@ def __getattr__(name: str):
     # The YAML helpers are re-exported for packs' callers, but imported only when asked for:
     # `ncdoc check` reads compiled.json and never needs them.
     if name in ("LineDict", "load_yaml", "key_line", "check_keys"):
-        from ncdoc import yaml_lines
+        from ncdoc.readers import yaml_lines
         return getattr(yaml_lines, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 

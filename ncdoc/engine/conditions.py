@@ -24,7 +24,7 @@ from __future__ import annotations
 # module is on the `ncdoc check` path, whose start-up budget cannot pay for the regex machinery.
 from ncdoc.errors import InputError
 from ncdoc.findings import Evidence, Hit, Skip
-from ncdoc.nccl_parse import check_version_spec, strtoll, version_cmp, version_matches
+from ncdoc.nccl.parse import check_version_spec, strtoll, version_cmp, version_matches
 
 _UNKNOWN = object()
 
@@ -38,13 +38,13 @@ def _active_ports(ctx):
 
 
 def _layer(p):
-    from ncdoc.nccl_select import link_layer
+    from ncdoc.nccl.devices import link_layer
     return link_layer(p)
 
 
 def _nccl_ports(ctx, layer: str) -> int:
     """Active ports of `layer` that NCCL's IB transport would use under NCCL_IB_HCA."""
-    from ncdoc.nccl_select import selected_ports
+    from ncdoc.nccl.devices import selected_ports
     hca = ctx.env_map.get("NCCL_IB_HCA")
     return sum(1 for _, p in selected_ports(ctx.snapshot.hcas.hcas, hca.value if hca else None, ctx.nccl_version)
                if _layer(p) == layer)

@@ -5,7 +5,7 @@ bridge ("pci0000:15/15:01.0/16:00.0/17:03.0"); this module expands that into the
 structure: directories under /sys/devices, relative symlinks from /sys/bus/pci/devices,
 /sys/class/infiniband and /sys/class/net, the files each driver exposes, and config space
 bytes with the ACS capability where a root-run probe would read it.
-See ncdoc/machines.py for the spec format and the public API.
+See ncdoc/examples/machines.py for the spec format and the public API.
 """
 
 from __future__ import annotations

@@ -32,7 +32,7 @@ from typing import Any
 import yaml
 
 from ncdoc.errors import InputError, UsageError
-from ncdoc.machine_tree import (Built, NetDev, PciNode, Rdma, TreeWriter, auto_netdev_name, digest,
+from ncdoc.examples.tree import (Built, NetDev, PciNode, Rdma, TreeWriter, auto_netdev_name, digest,
                                 expand_pci, guid_for, ib_hw_address, mac_for,
                                 write_netdev, write_pci, write_rdma, port_facts, ip_json)
 from ncdoc.resources import examples_dir
@@ -59,11 +59,11 @@ class Machine:
     description: str = ""
 
     def nvml(self) -> Any:
-        from ncdoc.nvml_replay import RecordedNvml  # noqa: PLC0415 - imports pynvml
+        from ncdoc.examples.nvml_replay import RecordedNvml  # noqa: PLC0415 - imports pynvml
         return RecordedNvml(self.nvml_answers)
 
     def verbs(self) -> Any:
-        from ncdoc.verbs_replay import RecordedVerbs  # noqa: PLC0415
+        from ncdoc.examples.verbs_replay import RecordedVerbs  # noqa: PLC0415
         return RecordedVerbs(self.verbs_answers) if self.verbs_answers else None
 
     def capture(self) -> Snapshot:
@@ -324,7 +324,7 @@ def _host_files(tw: TreeWriter, spec: dict[str, Any], host: dict[str, Any], cpul
 
 
 def _nvml_answers(spec: dict[str, Any], built: Built) -> dict[str, Any]:
-    """What NVML answers on this machine, in the recording format of ncdoc.nvml_replay."""
+    """What NVML answers on this machine, in the recording format of ncdoc.examples.nvml_replay."""
     host, nvml = spec.get("host") or {}, spec.get("nvml") or {}
     devices = []
     for node in built.gpus:

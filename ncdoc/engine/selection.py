@@ -29,7 +29,7 @@ class Selection:
         self.ignored, self.fail_on, self.policies, self.config_path = ignored, fail_on, policies, config_path
 
     def run(self, ctx) -> Report:
-        from ncdoc.engine import CHECKS, run_rules
+        from ncdoc.engine.rules import CHECKS, run_rules
         rules = list(self.rules)
         if self.policies:
             ctx.options.setdefault("policies", self.policies)
@@ -49,7 +49,7 @@ class Selection:
         missing = self.ruleset.ensure_checks(rules, skip=set(stand_in))
         skipped_missing = []
         if missing:
-            from ncdoc.record import replace
+            from ncdoc.startup.record import replace
             kept = []
             for r in rules:
                 gone = [c for c in r.checks if c in missing]
@@ -99,12 +99,12 @@ def parse_severity(items) -> dict[str, str]:
 def resolve(*, select=None, ignore=None, severity=None, fail_on: str | None = None, rules_files=(),
             config: str | None = None, no_config: bool = False, default_fail_on: str = "error",
             families: tuple[str, ...] | None = None, environ=None) -> Selection:
-    from ncdoc import ruleset as registry
+    from ncdoc.engine import ruleset as registry
     environ = os.environ if environ is None else environ
     rs = registry.load()
     cfg = None
     if not no_config:
-        from ncdoc.policy import load_config
+        from ncdoc.engine.policy import load_config
         cfg = load_config(config)
     cfg_path = cfg.path if cfg else None
 
@@ -144,8 +144,8 @@ def resolve(*, select=None, ignore=None, severity=None, fail_on: str | None = No
     paths += [p for p in environ.get("NCDOC_RULES", "").split(os.pathsep) if p]
     paths += list(rules_files or ())
     policies = []
-    if paths:                            # ncdoc.policy only when there is a pack: keeps `ncdoc check` lean
-        from ncdoc.policy import load_policy
+    if paths:                            # ncdoc.engine.policy only when there is a pack: keeps `ncdoc check` lean
+        from ncdoc.engine.policy import load_policy
         policies = [load_policy(p) for p in dict.fromkeys(paths)]
     rules = sorted(chosen.values(), key=lambda r: r.code)
     return Selection(rs, rules, overrides, ignored, fo, policies, cfg_path)

@@ -1,0 +1,3 @@
+"""Start-up machinery. `ncdoc check` runs in every job script and must start in about twice
+the time of an empty Python, so the model's records, JSON reading and typed loading are
+built here without dataclasses, typing, json.decoder or re. Nothing else belongs here."""
