@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "ncdoc"
+PKG = Path(__file__).resolve().parent.parent / "ncdoc"
 
 
 def _imports(path: Path) -> set[str]:

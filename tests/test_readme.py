@@ -5,7 +5,7 @@ from pathlib import Path
 
 from ncdoc.cli.main import COMMAND_MODULES, build_parser
 
-README = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+README = (Path(__file__).resolve().parent.parent / "README.md").read_text()
 
 
 def test_readme_has_the_two_setup_commands():
@@ -22,5 +22,5 @@ def test_readme_mentions_every_command():
 
 
 def test_ci_runs_the_readme_test_command():
-    ci = (Path(__file__).resolve().parents[1] / ".ci" / "run").read_text()
+    ci = (Path(__file__).resolve().parent.parent / ".ci" / "run").read_text()
     assert "pip install --quiet -e '.[test]'" in ci and "-m pytest" in ci and "ncdoc demo" in ci

@@ -14,17 +14,8 @@ from __future__ import annotations
 import os
 import sys
 
+from ncdoc.cli.commands import COMMAND_MODULES, FAST_COMMANDS
 from ncdoc.errors import NcdocError
-
-# Each module in ncdoc.cli.commands defines NAME, HELP, add_arguments(parser) and run(args) -> int.
-# Modules are imported here, so they must keep heavy imports (ray, optuna, pynvml) inside run().
-COMMAND_MODULES = (
-    "snapshot", "topo", "check", "lint", "doctor", "triage", "env",
-    "rules", "rule", "tune", "demo",
-)
-
-# Commands whose simple command lines skip argparse (see ncdoc.cli.fast_args).
-FAST_COMMANDS = ("check",)
 
 
 def build_parser(only: str | None = None):

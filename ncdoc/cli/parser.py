@@ -13,6 +13,7 @@ import os
 import sys
 
 from ncdoc import __version__
+from ncdoc.cli.commands import COMMAND_MODULES
 
 
 def _width() -> int:
@@ -45,7 +46,6 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The parser; with `only`, just that subcommand's (the fast path: `ncdoc check` in a
     job script should not import the tuner's argument machinery)."""
-    from ncdoc.cli.main import COMMAND_MODULES
     parser = _Parser(
         prog="ncdoc",
         description="NCCL environment doctor and auto-tuner: find why collectives are slow, "

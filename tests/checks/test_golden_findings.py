@@ -17,8 +17,9 @@ from ncdoc.engine.rules import Context
 from ncdoc.examples.machines import list_examples
 from ncdoc.engine.cases import fixture
 from ncdoc.engine.selection import resolve
+from paths import TESTS
 
-GOLDEN = Path(__file__).resolve().parent / "golden"
+GOLDEN = TESTS / "golden"
 EXAMPLES = [name for name, _ in list_examples()]
 HEALTHY = ("dgx-h100", "h100-roce", "l40s-pcie", "workstation-2gpu")
 

@@ -12,8 +12,9 @@ import pytest
 from ncdoc.checks.evidence_tests import one_rank
 from ncdoc.cli.main import main
 from ncdoc.evidence.nccl_tests import parse_nccl_tests, parse_nccl_tests_file
+from paths import TESTS
 
-LOGS = Path(__file__).resolve().parent / "fixtures" / "logs"
+LOGS = TESTS / "fixtures" / "logs"
 ALL_REDUCE_INFO = LOGS / "h200_nccl_tests_all_reduce_1rank_info.txt"
 ALL_REDUCE_JSON = LOGS / "h200_nccl_tests_all_reduce_1rank.json"
 ALL_GATHER = LOGS / "h200_nccl_tests_all_gather_1rank.txt"

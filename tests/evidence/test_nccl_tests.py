@@ -7,13 +7,14 @@ from pathlib import Path
 
 import pytest
 
+from paths import SHARED, TESTS
 from ncdoc.errors import InputError
 from ncdoc.evidence.nccl_tests import (
     nccl_version_from_code, parse_nccl_tests, parse_nccl_tests_file, parse_nccl_tests_json,
 )
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
+CORPUS = SHARED / "corpus"
+FIXTURES = TESTS / "fixtures" / "logs"
 
 
 def _expect() -> dict:

@@ -11,8 +11,9 @@ from ncdoc.errors import UsageError
 from ncdoc.tuner.backends import TrialFailed
 from ncdoc.tuner.backends.nccl_tests import NcclTestsBackend, parse_rows
 from ncdoc.tuner.space import Hardware
+from paths import TESTS
 
-BIN = Path(__file__).resolve().parent / "fixtures" / "bin"
+BIN = TESTS / "fixtures" / "bin"
 HW1 = Hardware(fabric="ib", nodes=1, gpus_per_node=8, nics_per_node=8, nvswitch=True, nvls=True, sm=90,
                nccl_version="2.30.7")
 WL = [("all_reduce", (1 << 20, 1 << 22)), ("all_gather", (1 << 20,))]

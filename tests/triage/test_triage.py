@@ -10,8 +10,9 @@ import pytest
 from ncdoc.cli.main import main
 from ncdoc.errors import InputError, UsageError
 from ncdoc.triage.run import build_env, parse_env_pairs, triage
+from paths import TESTS as TESTS_DIR
 
-FIX = Path(__file__).resolve().parent / "fixtures" / "triage"
+FIX = TESTS_DIR / "fixtures" / "triage"
 LOG_SOCKET = str(FIX / "socket-fallback.log")
 LOG_HEALTHY = str(FIX / "healthy-ib.log")
 TESTS = str(FIX / "all_reduce_2x8.txt")
@@ -210,7 +211,7 @@ def test_the_api_raises_input_error_not_exit():
 
 
 def test_nccl_tests_json_output_is_read_with_its_env(capsys):
-    path = Path(__file__).resolve().parent / "fixtures" / "logs" / "nccl_tests_alltoall.json"
+    path = TESTS_DIR / "fixtures" / "logs" / "nccl_tests_alltoall.json"
     if not path.is_file():
         pytest.skip("the nccl-tests JSON fixture of the parser tests is not here")
     rc, doc, _ = run_json(capsys, str(path))

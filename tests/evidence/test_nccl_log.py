@@ -11,9 +11,10 @@ from ncdoc.errors import InputError
 from ncdoc.evidence import parse_nccl_log, parse_nccl_log_file
 from ncdoc.evidence.nccl_log_scan import LogScanner
 from ncdoc.evidence.textfile import iter_file_blocks, iter_line_blocks
+from paths import SHARED, TESTS
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
-FIXTURES = Path(__file__).resolve().parent / "fixtures" / "logs"
+CORPUS = SHARED / "corpus"
+FIXTURES = TESTS / "fixtures" / "logs"
 
 
 def _expect() -> dict:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from paths import SHARED
 from ncdoc.tuner.sim import SimTrialError, model_tables, nccl_choice, preset
 from ncdoc.tuner.sim.graphs import EMPTY, CommTopo, Graph
 from ncdoc.tuner.sim.nccl_model import choose, tune_tables
@@ -22,7 +23,7 @@ from ncdoc.tuner.sim.params import parse_env, path_level, strtoll
 from ncdoc.tuner.sim.revisions import (
     ALGOS, FUNCS, NVLS, NVLS_TREE, PAT, PROTOS, RING, TREE, parse_version, revision_for)
 
-TABLES = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "nccl_tuning_tables"
+TABLES = SHARED / "reference" / "nccl_tuning_tables"
 HEAD = revision_for((2, 30, 7))
 
 
@@ -117,7 +118,7 @@ def test_h100_single_node_tables_from_derived_graphs(ngpus):
     _need_tables()
     case = TABLES / f"h100sxm-{ngpus}gpu-nvswitch-2.29.2"
     if not case.is_dir():
-        pytest.skip(f"{case.name} not present")
+        pytest.skip(f"needs ../shared/reference/nccl_tuning_tables/{case.name}")
     text = case.joinpath("artifact.txt").read_text()
     cluster = replace(preset("h100-1node"), gpus_per_node=ngpus, nccl_version="2.29.2")
     tables = model_tables(cluster, {})
@@ -136,7 +137,7 @@ def test_socket_two_hostid_latencies_match_without_graphs():
     _need_tables()
     case = TABLES / "rtx5090-2rank-samegpu-socket-2hostid-2.29.7"
     if not case.is_dir():
-        pytest.skip(f"{case.name} not present")
+        pytest.skip(f"needs ../shared/reference/nccl_tuning_tables/{case.name}")
     from ncdoc.tuner.sim import SimCluster
     cluster = SimCluster(nodes=2, gpus_per_node=1, gpu_name="NVIDIA GeForce RTX 5090", sm=120, nvlink_links=0,
                          nvswitch=False, nvls=False, gpu_gpu_path="SYS", fabric="socket", nccl_version="2.29.7")
@@ -154,7 +155,7 @@ def test_per_call_decisions_and_times_match_nccl(name, func, nbytes, algo, proto
     """NCCL's TRACE `<n> Bytes -> Algo a proto p time t` lines, time to 1e-5 us."""
     case = TABLES / name
     if not case.is_dir():
-        pytest.skip(f"{name} not present")
+        pytest.skip(f"needs ../shared/reference/nccl_tuning_tables/{name}")
     meta = json.loads((case / "meta.json").read_text())
     rev = revision_for(parse_version(meta["nccl_version"]))
     tables = tune_tables(_topo_from_meta(meta, case.joinpath("artifact.txt").read_text()), rev,

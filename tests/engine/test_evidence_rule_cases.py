@@ -16,8 +16,8 @@ import yaml
 from ncdoc.engine.rules import run_rules
 from ncdoc.engine.cases import context
 from ncdoc.engine.ruleset import load_sources
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CASES = yaml.safe_load((ROOT / "tests" / "rule_cases" / "evidence.yaml").read_text())
 RULES = {r.name: r for r in load_sources()}
 EVIDENCE_RULES = [r for r in RULES.values() if r.pack == "evidence"]

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from paths import SHARED
 from ncdoc.cli.main import main
 from ncdoc.snapshot import (Gpu, GpuSection, Hca, HcaSection, NumaNode, NumaSection, PciDevice, PciSection,
                             Port, Snapshot, Status)
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
-NCCL_XML = Path(__file__).resolve().parents[1].parent / "shared" / "topology" / "nccl-xml"
+CORPUS = SHARED / "corpus"
+NCCL_XML = SHARED / "topology" / "nccl-xml"
 
 TOPO = ("\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
         "GPU0\t X \tNV18\tPIX\t0-47\t0\t\tN/A\n"

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from paths import SHARED
 from ncdoc.nccl.parse import (algo_names, check_version_spec, level_names, parse_algo_proto, parse_level,
                               parse_list, strtoll, version_cmp, version_matches, version_tuple)
 
@@ -133,7 +134,7 @@ def test_nccl_vars_table():
 
 def test_nccl_vars_data_is_generated_from_the_catalog():
     from pathlib import Path
-    tsv = Path(__file__).resolve().parents[1].parent / "shared" / "reference" / "nccl_env_catalog.tsv"
+    tsv = SHARED / "reference" / "nccl_env_catalog.tsv"
     if not tsv.is_file():
         pytest.skip("the gathered catalog (../shared) is not present")
     from ncdoc.nccl import variables as nccl_vars, variables_build as nccl_vars_build

@@ -10,8 +10,9 @@ import pytest
 from ncdoc.errors import InputError
 from ncdoc.evidence.launch_env import parse_launch_env, parse_launch_env_file
 from ncdoc.snapshot import EnvValue
+from paths import SHARED
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+CORPUS = SHARED / "corpus"
 
 
 def _expect() -> dict:

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from ncdoc.cli.main import main
+from paths import SHARED
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 CORPUS = SHARED / "corpus"
 TOOL = SHARED / "tools" / "corpus-check"
 

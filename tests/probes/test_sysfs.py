@@ -16,8 +16,9 @@ from ncdoc.probes.net import probe_net
 from ncdoc.probes.numa import probe_numa
 from ncdoc.probes.pci import probe_pci
 from ncdoc.probes.sysfs import SysfsReader, natural_key, pci_address_of
+from paths import SHARED
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "sysfs"
+SYSFS = SHARED / "sysfs"
 CAPTURES = {"mlx4": "32em64t-2n8c+dax+nvme+mic+dimms.tar.bz2", "qib": "40intel64-2g2n4c+pcilocality.tar.bz2"}
 
 
@@ -65,13 +66,13 @@ def test_helpers():
 
 @pytest.fixture(scope="module")
 def captures(tmp_path_factory):
-    if not SHARED.is_dir():
-        pytest.skip(f"real sysfs captures not present ({SHARED})")
+    if not SYSFS.is_dir():
+        pytest.skip("needs ../shared/sysfs (real /sys captures)")
     out = {}
     for key, name in CAPTURES.items():
-        archive = SHARED / name
+        archive = SYSFS / name
         if not archive.is_file():
-            pytest.skip(f"{archive} missing")
+            pytest.skip(f"needs ../shared/sysfs/{archive.name}")
         dest = tmp_path_factory.mktemp(key)
         if shutil.which("tar"):           # GNU tar is ~5x faster than tarfile on these 11k entries
             subprocess.run(["tar", "xjf", str(archive), "-C", str(dest)], check=True, timeout=120)

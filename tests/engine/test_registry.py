@@ -11,8 +11,8 @@ import pytest
 
 from ncdoc.engine import docs as ruledocs, ruleset
 from ncdoc.errors import InputError
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CONTRACT = (
     "unknown-nccl-var", "invalid-value", "removed-var", "deprecated-var", "debug-var-in-production",
     "env-shadowed", "ib-disabled-by-env", "socket-threads-product", "p2p-disabled",

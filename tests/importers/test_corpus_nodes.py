@@ -11,8 +11,9 @@ import pytest
 from ncdoc.importers import import_evidence_detail
 from ncdoc.importers.detect import detect_kind, read_input
 from ncdoc.topology import classify, port_facts
+from paths import SHARED
 
-CORPUS = Path(__file__).resolve().parents[1].parent / "shared" / "corpus"
+CORPUS = SHARED / "corpus"
 EXPECT = json.loads((CORPUS / "EXPECT.json").read_text()) if (CORPUS / "EXPECT.json").is_file() else {}
 
 pytestmark = pytest.mark.skipif(not EXPECT, reason="../shared/corpus not present")

@@ -13,8 +13,8 @@ import pytest
 import yaml
 
 from ncdoc.engine import cases as rule_cases, ruleset
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 CASE_FILES = ("env", "env_node", "network", "topology", "versions", "policy")
 OWN_PACKS = ("env", "env-node", "network", "topology", "versions", "policy")
 RULES = ruleset.load(from_sources=True)

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from ncdoc.cli.main import main
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(autouse=True)

@@ -14,8 +14,8 @@ import pytest
 
 from ncdoc.importers import import_evidence, import_evidence_detail
 from ncdoc.topology import classify
+from paths import SHARED
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
 HWLOC = SHARED / "topology" / "hwloc-xml"
 NCCL = SHARED / "topology" / "nccl-xml"
 

@@ -16,8 +16,9 @@ from pathlib import Path
 import pytest
 
 from ncdoc.cli.main import main
+from paths import TESTS
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = TESTS / "fixtures"
 NODE = FIX / "nodes" / "h200-vm"
 LOGS = FIX / "logs"
 

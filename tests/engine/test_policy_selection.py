@@ -9,8 +9,8 @@ import pytest
 from ncdoc.errors import InputError, UsageError
 from ncdoc.engine.policy import load_config, load_policy, parse_policy
 from ncdoc.engine.selection import resolve
+from paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("name", ["ib-cluster", "roce-cluster"])
