@@ -17,6 +17,7 @@ from ncdoc.errors import InputError, read_text
 from ncdoc.startup.json_load import loads   # json's C scanner without json.decoder's `re`
 from ncdoc.startup.record import field, record as dataclass
 from ncdoc.startup import record as _record
+from ncdoc.startup.typed_json import from_json_data
 
 SCHEMA_VERSION = 1
 
@@ -347,7 +348,7 @@ class Snapshot:
             raise InputError(f"snapshot schema_version {version!r} is not supported "
                              f"(this ncdoc reads {SCHEMA_VERSION})", path=path)
         try:
-            return _from_jsonable(_parse_type("Snapshot"), data)
+            return from_json_data("Snapshot", data, sys.modules[__name__])
         except (TypeError, ValueError, KeyError) as exc:
             raise InputError("malformed snapshot", path=path, cause=str(exc)) from None
 
@@ -361,150 +362,3 @@ class Snapshot:
             msg = getattr(exc, "msg", str(exc))
             raise InputError(f"not valid JSON ({msg} at line {getattr(exc, 'lineno', '?')})", path=p) from None
         return cls.from_dict(data, path=p)
-
-
-# ---------------------------------------------------------------- JSON loading
-# Annotations are strings (no typing at import time: `ncdoc check` must start fast);
-# this small reader understands the shapes used above: X, X | None, tuple[X, ...], dict[str, X].
-
-_TYPES: dict[str, object] = {}
-
-
-def _parse_type(text: str):
-    text = text.strip()
-    if text in _TYPES:
-        return _TYPES[text]
-    parts = _split_top(text, "|")
-    if len(parts) > 1:
-        inner = [p for p in parts if p.strip() != "None"]
-        tp = ("optional", _parse_type(" | ".join(inner)))
-    elif text.startswith("tuple[") and text.endswith("]"):
-        tp = ("tuple", _parse_type(_split_top(text[6:-1], ",")[0]))
-    elif text.startswith("dict[") and text.endswith("]"):
-        tp = ("dict", _parse_type(_split_top(text[5:-1], ",")[1]))
-    elif text in ("str", "int", "float", "bool"):
-        tp = ("scalar", text)
-    else:
-        cls = getattr(sys.modules[__name__], text, None)
-        if cls is None or not _record.is_record(cls):
-            raise TypeError(f"snapshot model names unknown type {text!r}")
-        tp = ("record", cls)
-    _TYPES[text] = tp
-    return tp
-
-
-def _split_top(text: str, sep: str) -> list[str]:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == sep and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    return [p.strip() for p in out]
-
-
-def _from_jsonable(tp, data):
-    return _converter(tp)(data)
-
-
-_CONVERTERS: dict = {}
-
-
-def _converter(tp):
-    """A function turning JSON data into the model type `tp`, built once per type: loading
-    a big node's snapshot should not re-dispatch on the type for each of thousands of values."""
-    conv = _CONVERTERS.get(tp)
-    if conv is None:
-        conv = _CONVERTERS[tp] = _build_converter(tp)
-    return conv
-
-
-def _build_converter(tp):
-    kind, arg = tp
-    if kind == "optional":
-        inner = _converter(arg)
-        return lambda data: None if data is None else inner(data)
-    if kind == "record":
-        cls = arg
-        fields = {f.name: f for f in _record.fields(cls)}
-        # field -> (exact type a value may pass through unchecked, None allowed too, converter);
-        # most of a snapshot's thousands of values are plain strings and numbers, so they skip
-        # the converter call, which is only made to convert or to raise the precise error.
-        convs: dict = {}
-        build = _record.build
-
-        def record(data):
-            if type(data) is not dict:
-                raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-            kw = {}
-            for k, v in data.items():
-                spec = convs.get(k)
-                if spec is None:
-                    if k not in fields:
-                        raise KeyError(f"{cls.__name__}: unknown field(s) {sorted(set(data) - set(fields))}")
-                    spec = convs[k] = _field_spec(_parse_type(fields[k].type))
-                plain, optional, c = spec
-                if type(v) is plain or (v is None and optional):
-                    kw[k] = v
-                else:
-                    kw[k] = c(v)
-            return build(cls, kw)
-        return record
-    if kind == "tuple":
-        item = _converter(arg)
-
-        def tuple_of(data):
-            if type(data) is not list:
-                raise TypeError(f"expected a list, got {type(data).__name__}")
-            return tuple(map(item, data))
-        return tuple_of
-    if kind == "dict":
-        value = _converter(arg)
-
-        def dict_of(data):
-            if type(data) is not dict:
-                raise TypeError(f"expected an object, got {type(data).__name__}")
-            return {str(k): value(v) for k, v in data.items()}
-        return dict_of
-    return _SCALARS[arg]
-
-
-_PLAIN = {"str": str, "int": int, "bool": bool}   # scalars JSON gives as they are (float may need int -> float)
-
-
-def _field_spec(tp):
-    """(type passed through as is, whether None is, the converter) for a record field of type `tp`."""
-    optional = tp[0] == "optional"
-    inner = tp[1] if optional else tp
-    plain = _PLAIN.get(inner[1]) if inner[0] == "scalar" else None
-    return plain, optional, _converter(tp)
-
-
-def _scalar(name, ok):
-    def check(data):
-        if ok(data):
-            return data
-        raise TypeError(f"expected {name}, got {data!r}")
-    return check
-
-
-def _to_float(data):
-    if type(data) is float:
-        return data
-    if type(data) is int:
-        return float(data)
-    raise TypeError(f"expected a number, got {data!r}")
-
-
-_SCALARS = {
-    "str": _scalar("a string", lambda d: type(d) is str),
-    "int": _scalar("an integer", lambda d: type(d) is int),
-    "bool": _scalar("true/false", lambda d: type(d) is bool),
-    "float": _to_float,
-}
