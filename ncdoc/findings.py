@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ncdoc.startup.record import field, record as dataclass
+from ncdoc.startup.record import field, record
 
 SEVERITIES = ("info", "warning", "error")
 
@@ -14,7 +14,7 @@ def severity_rank(severity: str) -> int:
     return SEVERITIES.index(severity)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Evidence:
     """One fact or line that backs a finding."""
     text: str
@@ -30,7 +30,7 @@ class Evidence:
         return {"text": self.text, "source": self.source, "line": self.line}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Hit:
     """What a check function returns for each problem it sees; the engine adds the rule's metadata."""
     message: str
@@ -49,7 +49,7 @@ class Skip(Exception):
         self.reason = reason
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Finding:
     code: str
     name: str
@@ -70,7 +70,7 @@ class Finding:
         }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Skipped:
     code: str
     name: str
@@ -80,7 +80,7 @@ class Skipped:
         return {"code": self.code, "name": self.name, "reason": self.reason}
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Report:
     findings: tuple[Finding, ...] = ()
     skipped: tuple[Skipped, ...] = ()

@@ -15,7 +15,7 @@ import sys
 
 from ncdoc.errors import InputError, read_text
 from ncdoc.startup.json_load import loads   # json's C scanner without json.decoder's `re`
-from ncdoc.startup.record import field, record as dataclass
+from ncdoc.startup.record import field, record
 from ncdoc.startup import record as _record
 from ncdoc.startup.typed_json import from_json_data
 
@@ -24,7 +24,7 @@ SCHEMA_VERSION = 1
 OK, ABSENT, UNKNOWN = "ok", "absent", "unknown"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Status:
     state: str = OK           # ok | absent | unknown
     reason: str = ""          # why absent or unknown, in words a user understands
@@ -53,7 +53,7 @@ def _unknown() -> Status:
 
 # ---------------------------------------------------------------- host
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Host:
     status: Status = field(default_factory=_unknown)
     hostname: str | None = None
@@ -71,14 +71,14 @@ class Host:
 
 # ---------------------------------------------------------------- versions
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NcclLib:
     path: str
     version: str | None = None                 # "2.21.5"
     origin: str = ""                           # "pip:nvidia-nccl-cu12", "torch", "system", "LD_LIBRARY_PATH"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Versions:
     status: Status = field(default_factory=_unknown)
     driver: str | None = None                  # "550.54.15"
@@ -92,7 +92,7 @@ class Versions:
 
 # ---------------------------------------------------------------- GPUs
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NvLink:
     link: int
     active: bool
@@ -100,7 +100,7 @@ class NvLink:
     remote_type: str | None = None             # "gpu" | "switch" | "ibmnpu"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Gpu:
     index: int
     name: str
@@ -112,14 +112,14 @@ class Gpu:
     nvlinks: tuple[NvLink, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class P2PStatus:
     a: int
     b: int
     status: str                                # "OK" | "not_supported" | "chipset_not_supported" | "topology_not_supported" | "disabled_by_regkey" | "unknown"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class GpuSection:
     status: Status = field(default_factory=_unknown)
     gpus: tuple[Gpu, ...] = ()
@@ -130,7 +130,7 @@ class GpuSection:
 
 # ---------------------------------------------------------------- RDMA devices
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Gid:
     index: int
     gid: str                                   # as sysfs prints it: "fe80:0000:0000:0000:9cbb:b7ff:feb3:937a"
@@ -157,7 +157,7 @@ class Gid:
         return 2 if "v2" in self.type else 1 if "v1" in self.type else None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Port:
     num: int
     state: str | None = None                   # "ACTIVE", "DOWN", "INIT", "ARMED", "POLLING"
@@ -176,7 +176,7 @@ class Port:
     netdevs: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Hca:
     name: str                                  # "mlx5_0"
     pci_address: str | None = None
@@ -190,7 +190,7 @@ class Hca:
     ports: tuple[Port, ...] = ()
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HcaSection:
     status: Status = field(default_factory=_unknown)
     hcas: tuple[Hca, ...] = ()
@@ -198,7 +198,7 @@ class HcaSection:
 
 # ---------------------------------------------------------------- IP interfaces
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetIf:
     name: str
     addresses: tuple[str, ...] = ()            # "10.0.0.11/24", "fe80::1/64"
@@ -214,7 +214,7 @@ class NetIf:
     pci_address: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NetSection:
     status: Status = field(default_factory=_unknown)
     interfaces: tuple[NetIf, ...] = ()
@@ -222,7 +222,7 @@ class NetSection:
 
 # ---------------------------------------------------------------- PCIe tree
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PciDevice:
     address: str                               # "0000:18:00.0"
     parent: str | None                         # upstream bridge address, or host bridge "pci0000:00"
@@ -239,7 +239,7 @@ class PciDevice:
     driver: str | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PciSection:
     status: Status = field(default_factory=_unknown)
     devices: tuple[PciDevice, ...] = ()
@@ -247,13 +247,13 @@ class PciSection:
 
 # ---------------------------------------------------------------- NUMA
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NumaNode:
     id: int
     cpulist: str = ""                          # "0-47,96-143"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NumaSection:
     status: Status = field(default_factory=_unknown)
     nodes: tuple[NumaNode, ...] = ()
@@ -261,7 +261,7 @@ class NumaSection:
 
 # ---------------------------------------------------------------- NCCL environment
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class EnvValue:
     name: str
     value: str
@@ -269,7 +269,7 @@ class EnvValue:
     line: int | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class NcclEnv:
     status: Status = field(default_factory=_unknown)
     values: tuple[EnvValue, ...] = ()          # effective: one per name, in NCCL's precedence
@@ -288,7 +288,7 @@ class NcclEnv:
 
 # ---------------------------------------------------------------- imported path matrix
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class PathMatrix:
     """A GPU/NIC path matrix taken as given (e.g. pasted `nvidia-smi topo -m`)."""
     status: Status = field(default_factory=lambda: Status.absent("no matrix imported"))
@@ -302,7 +302,7 @@ class PathMatrix:
 
 # ---------------------------------------------------------------- the snapshot
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Snapshot:
     schema_version: int = SCHEMA_VERSION
     origin: str = "live"                       # "live" | "example:<name>" | "import" | "file:<path>"

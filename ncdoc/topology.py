@@ -22,7 +22,7 @@ from __future__ import annotations
 
 # No `re`: this module is on the `ncdoc check` path, whose start-up budget cannot pay for the
 # regex machinery; the few patterns are string operations (each comment gives the pattern).
-from ncdoc.startup.record import record as dataclass
+from ncdoc.startup.record import record
 
 from ncdoc.snapshot import OK, UNKNOWN, Snapshot, Status
 
@@ -100,7 +100,7 @@ def natural_key(name: str) -> list:
 _DIGITS = frozenset("0123456789")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Endpoint:
     label: str                 # "GPU0", "NIC3" (or "mlx5_0" when an old matrix names columns so)
     kind: str                  # "gpu" | "nic"
@@ -110,7 +110,7 @@ class Endpoint:
     index: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Topology:
     status: Status
     source: str                                  # "pci" | "matrix" | "none" (status unknown)

@@ -11,8 +11,7 @@ from ncdoc.checks.env import ev, ib_switched_off
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl.parse import parse_level
-from ncdoc.nccl.devices import (find_interfaces, ib_list, is_active, is_loopback, link_layer,
-                               selected_ports, virtual_reason)
+from ncdoc.nccl.devices import (find_interfaces, ib_list, is_active, is_loopback, selected_ports, virtual_reason)
 
 
 def _need(ctx: Context, *facts: str) -> None:

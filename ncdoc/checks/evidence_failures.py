@@ -77,7 +77,7 @@ def bootstrap_unreachable(ctx: Context):
         addrs = sorted({p.details.get("address") for p in problems if p.details.get("address")})
         codes = sorted({p.code_name for p in problems if p.code_name})
         what = first.meaning or first.message
-        msg = (f"ranks cannot connect to each other over TCP"
+        msg = ("ranks cannot connect to each other over TCP"
                + (f" (to {', '.join(addrs[:3])})" if addrs else "")
                + (f" [{', '.join(codes)}]" if codes else "") + f": {what}")
         if all(p.kind == "bootstrap_no_interface" for p in problems):

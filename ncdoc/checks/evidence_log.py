@@ -81,7 +81,7 @@ def qp_connect_timeout(ctx: Context):
         cross = env_value(ctx, "NCCL_CROSS_NIC")
         where = ([f"{d['state']} -> {d.get('next_state', '?')}"] if d.get("state") else []) + \
             [f"{k.replace('_', ' ')} {d[k]}" for k in ("device", "gid_index") if d.get(k)]   # none before 2.24
-        msg = (f"IB queue-pair setup timed out (ibv_modify_qp: ETIMEDOUT; " + "".join(f"{w}, " for w in where)
+        msg = ("IB queue-pair setup timed out (ibv_modify_qp: ETIMEDOUT; " + "".join(f"{w}, " for w in where)
                + f"{len(probs)} time(s)): the NIC cannot reach the remote GID. "
                "On a rail-optimised fabric NICs of different rails cannot talk, and NCCL crosses rails unless "
                "NCCL_CROSS_NIC=0; on RoCE a GID index that selects an address the peer cannot route to does the same")

@@ -6,6 +6,10 @@ from ncdoc.checks.env import ev
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any
+
 
 def _facts(ctx: Context) -> dict[str, Any]:
     snap = ctx.snapshot

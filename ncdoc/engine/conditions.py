@@ -26,6 +26,10 @@ from ncdoc.errors import InputError
 from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl.parse import check_version_spec, strtoll, version_cmp, version_matches
 
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any, Callable
+
 _UNKNOWN = object()
 
 

@@ -39,6 +39,10 @@ import os
 from ncdoc.errors import InputError
 from ncdoc.findings import SEVERITIES
 
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any
+
 LEVELS = {"enforced": "error", "recommended": "warning", "forbidden": "error"}
 ENTRY_KEYS = ("var", "level", "value", "one_of", "regex", "range", "severity", "reason", "hosts", "when", "fix")
 PACK_KEYS = ("policy", "description", "hosts", "when", "variables")
@@ -93,7 +97,10 @@ def _read_structured(path: str):
         except ValueError as exc:
             raise InputError(f"not valid JSON ({exc})", path=path) from None
     if path.endswith(".toml"):
-        import tomllib
+        try:
+            import tomllib
+        except ModuleNotFoundError:      # Python 3.10: the backport, same API
+            import tomli as tomllib
         try:
             return tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:

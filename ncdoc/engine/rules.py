@@ -8,10 +8,14 @@ Check functions are pure: they read the Context and return Hits; they never do I
 from __future__ import annotations
 
 from ncdoc.findings import Finding, Hit, Report, Skip, Skipped, severity_rank
-from ncdoc.startup.record import field, record as dataclass
+from ncdoc.startup.record import field, record
 from ncdoc.snapshot import NcclEnv, Snapshot, Status
 
-# No `typing` import: annotations stay strings, and `ncdoc check` must start fast.
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Mapping
+    CheckFn = Callable[["Context"], Any]
+
 
 FAMILIES = {"1": "env", "2": "versions", "3": "topology", "4": "network", "5": "launcher", "6": "performance"}
 
@@ -30,7 +34,7 @@ NEEDS = ("snapshot", "host", "versions", "gpus", "hcas", "net", "pci", "numa", "
          "nccl_version", "log", "tests", "env")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     code: str                       # "NC1001": NC + family digit + 3 digits, permanent
     name: str                       # kebab-case, names the problem

@@ -39,6 +39,10 @@ from ncdoc.findings import SEVERITIES
 from ncdoc.startup.json_load import load_file
 from ncdoc.startup.record import build
 
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any
+
 COMPILED_SCHEMA = 1
 RULE_KEYS_REQUIRED = ("code", "name", "severity", "stage", "summary", "why", "fix", "references", "example")
 RULE_KEYS_OPTIONAL = ("needs", "check", "when", "message", "aliases", "env_patch")
@@ -376,16 +380,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def __getattr__(name: str):
-    # The YAML helpers are re-exported for packs' callers, but imported only when asked for:
-    # `ncdoc check` reads compiled.json and never needs them.
-    if name in ("LineDict", "load_yaml", "key_line", "check_keys"):
-        from ncdoc.readers import yaml_lines
-        return getattr(yaml_lines, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-__all__ = ["LineDict", "load_yaml", "key_line", "check_keys", "parse_pack", "check_registry", "pack_files",
+__all__ = ["parse_pack", "check_registry", "pack_files",
            "load_sources", "compile_text", "compiled_path", "RuleSet", "load", "main"]
 
 if __name__ == "__main__":

@@ -15,6 +15,10 @@ import re
 from ncdoc.errors import InputError, read_text
 from ncdoc.snapshot import EnvValue, NcclEnv, Status
 
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Iterable, Mapping
+
 _ASSIGN = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
 
 

@@ -14,8 +14,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
-from ncdoc.evidence.error_codes import NCCL_RESULT
-# Re-exported: the scanner classifies through this module.
+# Re-exported: the scanner reads result names and classifies through this module.
+from ncdoc.evidence.error_codes import NCCL_RESULT  # noqa: F401
 from ncdoc.evidence.nccl_log_errors import MAX_MESSAGE, Classified, classify_error  # noqa: F401
 
 # ---------------------------------------------------------------- block patterns (bytes)

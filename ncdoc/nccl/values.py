@@ -12,6 +12,10 @@ from __future__ import annotations
 from ncdoc.nccl.parse import (LATEST, ib_hca_max_entries, is_power_of_two, level_names, parse_algo_proto,
                               parse_level, parse_list, strtoll, version_cmp)
 
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class Problem:
     __slots__ = ("severity", "message", "suggestion")

@@ -11,6 +11,10 @@ import os
 from ncdoc.startup.json_load import load_file, loads
 from ncdoc.nccl.parse import version_cmp
 
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any
+
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data", "nccl_vars.json")
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from ncdoc.output import SCHEMA_VERSION, sections, stage_of, summary_counts
+from ncdoc.output.parts import SCHEMA_VERSION, sections, stage_of, summary_counts
 
 
 def finding_dict(f) -> dict:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ncdoc.output import sections, skipped_groups, stage_of, summary_line
+from ncdoc.output.parts import sections, skipped_groups, stage_of, summary_line
 from ncdoc.output.color import paint, severity
 
 _WIDTH = 100

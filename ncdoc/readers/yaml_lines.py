@@ -5,6 +5,10 @@ from __future__ import annotations
 
 from ncdoc.errors import InputError
 
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any
+
 
 class LineDict(dict):
     """A mapping from YAML that remembers its own line and each key's line (1-based)."""

@@ -160,7 +160,7 @@ def render_explain(result: Any, *, knowledge: Mapping[str, Mapping[str, str]], l
               f"- Workload profile: {r.profile.name} ({r.profile.description})",
               f"- Study: {r.study_name} in {r.storage_display}; {r.trials_complete} trials measured, "
               f"{r.trials_failed} failed, sampler {r.sampler}, {r.repeats} repeat(s) per trial (median)",
-              f"- Baseline: the environment jobs run with today"
+              "- Baseline: the environment jobs run with today"
               + (f" ({', '.join(f'{k}={v}' for k, v in r.baseline_env.items())})" if r.baseline_env else
                  " (no NCCL variables set: NCCL's defaults)"), ""]
     # r.env is the baseline when nothing was recommended (final is None): only a

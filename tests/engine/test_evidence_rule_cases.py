@@ -8,8 +8,6 @@ that it reports nothing at all.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 

@@ -7,8 +7,6 @@ that it does not fire at all. (tests/rule_cases/evidence.yaml has its own runner
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import yaml
 

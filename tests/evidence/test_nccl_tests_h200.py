@@ -5,7 +5,6 @@ runs it: one-rank runs say "one rank" instead of blaming NVLink, and a run that 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

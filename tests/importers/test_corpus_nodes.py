@@ -4,7 +4,6 @@ case imports and yields the facts EXPECT.json names (matrix cells, port states).
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -55,7 +55,7 @@ def test_each_trial_runs_in_a_fresh_process_with_its_env_and_groups_run_concurre
     assert abs(start["a"] - start["b"]) < 0.9                            # a and b overlapped in time
 
 
-def test_process_env_unsets_inherited_nccl_variables(monkeypatch):  # noqa: no Ray needed
+def test_process_env_unsets_inherited_nccl_variables(monkeypatch):  # no Ray needed
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     monkeypatch.setenv("NCCL_TOY_BW", "5")
     res = _ray_job(EnvEchoBackend(), _job("x", {"NCCL_TOY_BW": "7"}), __import__("ncdoc.tuner.backends",

@@ -44,7 +44,8 @@ def current_env():
 
 def run(args) -> int:
     from ncdoc.engine.rules import Context
-    from ncdoc.output import render, summary_line
+    from ncdoc.output import render
+    from ncdoc.output.parts import summary_line
     fmt = opt.output_format(args, "text")
     snap = opt.load_node(args, live=False)
     explicit = bool(args.env or args.env_file)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 class SimTrialError(Exception):
     """A configuration NCCL would refuse, crash on or hang with.
 

@@ -11,7 +11,6 @@ skipped when absent). Tolerance: NCCL prints "%8.1f/%6.1f", so every cell must m
 import json
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
