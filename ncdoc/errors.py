@@ -37,10 +37,6 @@ class InputError(NcdocError):
         self.line = line
 
 
-class ProbeError(NcdocError):
-    """A probe could not run at all (not: found nothing; that is a status in the Snapshot)."""
-
-
 class RunnerError(NcdocError):
     """A tuning trial or benchmark backend failed in a way that stops the command."""
 

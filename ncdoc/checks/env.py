@@ -7,7 +7,7 @@ NCCL version changes the answer and it is unknown, the message says which versio
 from __future__ import annotations
 
 from ncdoc.engine.rules import Context, check
-from ncdoc.findings import Evidence, Hit, Skip
+from ncdoc.findings import Evidence, Hit
 from ncdoc.nccl.parse import parse_level, strtoll
 
 # Debugging-section knobs that override NCCL's own choices for a whole job (warning); the
@@ -168,8 +168,7 @@ def var_newer_than_nccl(ctx: Context):
     version = ctx.nccl_version
     if not ctx.env.values:
         return
-    if not version:
-        raise Skip("NCCL version unknown (no libnccl found, no log given)")
+    ctx.require("nccl_version")
     for v in ctx.env.values:
         info = nv.lookup(v.name)
         if info is None or info["reader"] != "libnccl" or info["status"] == "removed":

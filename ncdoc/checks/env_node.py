@@ -1,24 +1,18 @@
 """Checks of the NCCL environment against the node: HCA lists, interfaces, GDR level, rails
 (RoCE GIDs: ncdoc.checks.roce_gid).
 
-Each check first asks whether the variable it judges is set (no variable, no finding, no
-need for node facts), then raises Skip when the node facts it needs are unknown.
+The variable a check judges and the node facts it needs are declared with its rule
+(rules/env_node.yaml: only_if_set, needs): the engine calls it only when the variable is set,
+and skips the rule, with the reason, when the facts are unknown.
 """
 
 from __future__ import annotations
 
 from ncdoc.checks.env import ev, ib_switched_off
 from ncdoc.engine.rules import Context, check
-from ncdoc.findings import Evidence, Hit, Skip
+from ncdoc.findings import Evidence, Hit
 from ncdoc.nccl.parse import parse_level
 from ncdoc.nccl.devices import (find_interfaces, ib_list, is_active, is_loopback, selected_ports, virtual_reason)
-
-
-def _need(ctx: Context, *facts: str) -> None:
-    for f in facts:
-        why = ctx.missing(f)
-        if why:
-            raise Skip(why)
 
 
 def _port_ev(h, p) -> Evidence:
@@ -50,10 +44,7 @@ def _partial_listing(ctx: Context) -> str | None:
 
 @check("ib_hca_unknown_device")
 def ib_hca_unknown_device(ctx: Context):
-    v = ctx.env_map.get("NCCL_IB_HCA")
-    if v is None or v.value == "":
-        return
-    _need(ctx, "hcas")
+    v = ctx.env_map["NCCL_IB_HCA"]
     hcas = ctx.snapshot.hcas.hcas
     lst = ib_list(v.value, ctx.nccl_version)
     names = [h.name for h in hcas]
@@ -85,10 +76,7 @@ def ib_hca_unknown_device(ctx: Context):
 
 @check("ib_hca_prefix_match")
 def ib_hca_prefix_match(ctx: Context):
-    v = ctx.env_map.get("NCCL_IB_HCA")
-    if v is None or v.value == "":
-        return
-    _need(ctx, "hcas")
+    v = ctx.env_map["NCCL_IB_HCA"]
     lst = ib_list(v.value, ctx.nccl_version)
     if lst.exact:
         return
@@ -106,10 +94,7 @@ def ib_hca_prefix_match(ctx: Context):
 
 @check("ib_hca_includes_down_port")
 def ib_hca_includes_down_port(ctx: Context):
-    v = ctx.env_map.get("NCCL_IB_HCA")
-    if v is None or v.value == "":
-        return
-    _need(ctx, "hcas")
+    v = ctx.env_map["NCCL_IB_HCA"]
     lst = ib_list(v.value, ctx.nccl_version)
     if lst.negate:
         return
@@ -126,10 +111,10 @@ def ib_hca_includes_down_port(ctx: Context):
 
 @check("nic_count_limited")
 def nic_count_limited(ctx: Context):
-    v = ctx.env_map.get("NCCL_IB_HCA")
-    if v is None or v.value == "" or not _ib_in_use(ctx):
-        return
-    _need(ctx, "hcas", "topology")
+    v = ctx.env_map["NCCL_IB_HCA"]
+    if not _ib_in_use(ctx):
+        return                  # IB off: no NIC is used, whatever the node has (ib-disabled-by-env says so)
+    ctx.require("hcas", "topology")
     topo = ctx.topology
     rail_nics = {n for nics in topo.rails.values() for n in nics}
     hcas = {h.name: h for h in ctx.snapshot.hcas.hcas}
@@ -147,7 +132,6 @@ def nic_count_limited(ctx: Context):
 # ---------------------------------------------------------------- NCCL_SOCKET_IFNAME
 
 def _interfaces(ctx: Context):
-    _need(ctx, "net")
     env = ctx.env_map
     ifname = env.get("NCCL_SOCKET_IFNAME")
     comm_id = env.get("NCCL_COMM_ID")
@@ -173,9 +157,10 @@ def _ifname_ev(ifname, how: str) -> tuple[Evidence, ...]:
 
 @check("socket_ifname_no_match")
 def socket_ifname_no_match(ctx: Context):
-    v = ctx.env_map.get("NCCL_SOCKET_IFNAME")
-    if v is None or len(v.value) <= 1:
-        return
+    v = ctx.env_map["NCCL_SOCKET_IFNAME"]
+    if len(v.value) == 1:
+        return                  # NCCL ignores a one-character value (invalid-value says so)
+    ctx.require("net")
     ifname, found, how = _interfaces(ctx)
     if found:
         return
@@ -235,13 +220,11 @@ _ORDER = ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS")
 
 @check("gdr_level_excludes_nic")
 def gdr_level_excludes_nic(ctx: Context):
-    v = ctx.env_map.get("NCCL_NET_GDR_LEVEL")
-    if v is None:
-        return
+    v = ctx.env_map["NCCL_NET_GDR_LEVEL"]
     level, _how = parse_level(v.value, version=ctx.nccl_version)
     if level is None:
         return                      # invalid-value reports an ignored level
-    _need(ctx, "topology")
+    ctx.require("topology")
     topo = ctx.topology
     off = []
     for g in topo.gpus():

@@ -1,19 +1,18 @@
-"""Evidence checks: what NCCL logs and nccl-tests output show about a job.
+"""Evidence checks: what NCCL logs show about a job, for rules the node packs own.
 
-The six `ev_*` functions here are the log side of rules the node pack owns (rules/node.yaml,
-rules/env.yaml): the rule fires from whichever side has facts. The rules only the evidence
+The `ev_*` functions here are the log side of rules in rules/network.yaml, topology.yaml and
+env_node.yaml (no-rdma-devices, net-plugin-missing, socket-ifname-*, fabric-manager,
+nic-count-limited): the rule fires from whichever side has facts. The rules only the evidence
 can decide live in rules/evidence.yaml; their checks are in evidence_log and evidence_failures
-(NCCL logs) and evidence_tests (nccl-tests tables), imported here so that importing this module
-registers every evidence check. Last, unexplained_nccl_warning: the log's first NCCL error when none of
-those log checks explains anything in it.
+(NCCL logs) and evidence_tests (nccl-tests tables). Last, unexplained_nccl_warning, an engine
+fallback: the log's first NCCL error when no other rule's finding explains anything in it.
 """
 
 from __future__ import annotations
 
-from ncdoc.checks import evidence_failures, evidence_log, evidence_tests  # noqa: F401  (registers their checks)
 from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, in_nvls, local_gpus,
-                                          log_net_devices, merge_evidence, multi_node, need_logs, node_evidence)
-from ncdoc.engine.rules import CHECKS, Context, check
+                                          log_net_devices, merge_evidence, multi_node, node_evidence)
+from ncdoc.engine.rules import Context, check
 from ncdoc.evidence.interfaces import VIRTUAL_KINDS
 from ncdoc.findings import Evidence, Hit, Skip
 
@@ -100,7 +99,7 @@ def ev_no_rdma_devices(ctx: Context):
 @check("ev_net_plugin_missing")
 def ev_net_plugin_missing(ctx: Context):
     """A net plugin the job needs was not loaded: named but not found, or RDMA fabric without its plugin."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         plugin = log.plugin
         wanted = env_value(ctx, "NCCL_NET_PLUGIN") or plugin.requested
         if wanted and wanted.lower() != "none" and not plugin.loaded and plugin.missing:
@@ -152,7 +151,7 @@ def ev_net_plugin_missing(ctx: Context):
 # ---------------------------------------------------------------- socket interfaces
 
 def _ifaces(ctx: Context, classification: str):
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         for s in log.socket_ifaces:
             if s.classification == classification:
                 yield log, s
@@ -166,7 +165,6 @@ _ROLE = {"bootstrap": "bootstraps over", "oob": "sets up IB connections over", "
 def ev_socket_ifname_loopback(ctx: Context):
     multi = multi_node(ctx)
     if multi is False:
-        need_logs(ctx)
         return              # one node: loopback is fine
     for log, s in _ifaces(ctx, "loopback"):
         if s.role == "candidate":
@@ -186,7 +184,6 @@ def ev_socket_ifname_loopback(ctx: Context):
 @check("ev_socket_ifname_virtual")
 def ev_socket_ifname_virtual(ctx: Context):
     if multi_node(ctx) is False:
-        need_logs(ctx)
         return
     for log, s in _ifaces(ctx, "virtual"):
         if s.role == "candidate":
@@ -214,7 +211,7 @@ def ev_fabric_manager(ctx: Context):
     """CUDA 802 (system not ready) or 999 on the NVLS/NVSwitch path, 401 (illegal state) binding NVLS multicast
     memory, or 1 (invalid argument) from NVLS setup: the Fabric Manager state. (CUDA 2, out of memory, in NVLS
     setup is nvls-multicast-exhausted: resources used up, not the Fabric Manager.)"""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         bad, restarted = [], []
         for p in log.problems_of("cuda_failure"):
             if p.code == 802:
@@ -260,7 +257,7 @@ def ev_fabric_manager(ctx: Context):
 @check("ev_nic_count_limited")
 def ev_nic_count_limited(ctx: Context):
     """NCCL uses fewer NICs than there are GPUs on a node."""
-    logs = need_logs(ctx)
+    logs = ctx.logs
     devices = log_net_devices(ctx)
     gpus = local_gpus(ctx)
     if not devices or not gpus or multi_node(ctx) is False:
@@ -284,10 +281,9 @@ def ev_nic_count_limited(ctx: Context):
 
 
 # ---------------------------------------------------------------- what no other rule explains
+# A fallback (rules/evidence.yaml: fallback: true): it runs after every other rule and reads their
+# findings, so an error line another rule explains gets no second, vaguer finding.
 
-# The modules whose checks read NCCL logs. Every rule using them defaults to error or warning (a test
-# holds them to it), so a hit that leaves its severity to the rule is loud.
-_LOG_CHECK_MODULES = ("ncdoc.checks.evidence", "ncdoc.checks.evidence_log", "ncdoc.checks.evidence_failures")
 _ERROR_LEVELS = ("WARN", "last_error", "framework")
 # What a rank reports when another rank (or its own proxy) failed first: cited only when nothing else is.
 _CONSEQUENCE_TEXT = ("Connection closed by remote peer", "Socket recv failed", "Connection closed by localRank",
@@ -309,24 +305,18 @@ def _first_cause(errors: list):
 
 
 def _explained(ctx: Context, log) -> bool:
-    """Whether another log check reports at warning or error on this log alone (no node, no tests)."""
-    alone = Context(env=ctx.env, evidence={"nccl_log": [log]}, nccl_version=ctx.nccl_version, options=ctx.options)
-    for fn in list(CHECKS.values()):
-        if fn is unexplained_nccl_warning or fn.__module__ not in _LOG_CHECK_MODULES:
-            continue
-        try:
-            if any(h.severity in (None, "error", "warning") for h in fn(alone)):
-                return True
-        except Skip:
-            continue
-    return False
+    """Whether another rule reports at warning or error on a line of this log."""
+    source = getattr(log, "source", "") or ""
+    return any(f.severity in ("error", "warning") and any(e.source == source for e in f.evidence)
+               for f in ctx.findings)
 
 
 @check("unexplained_nccl_warning")
 def unexplained_nccl_warning(ctx: Context):
-    """NCCL warned or returned an error, and no other rule explains anything in the log."""
+    """NCCL warned or returned an error, and no other rule explains anything in the log (a fallback:
+    ctx.findings holds what the other rules reported)."""
     from ncdoc.evidence.nccl_log_patterns import RESULT_NAME     # its block patterns compile on import
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         errors = [p for p in log.problems if p.level in _ERROR_LEVELS]
         # result names a framework printed; "-> N" traces alone are often NCCL trying something and moving on
         results = sorted({m.group(1) for e in (log.evidence or {}).get("nccl_result", ())

@@ -3,7 +3,8 @@ the job's shape (nodes, GPUs per node) and the bandwidth it should reach.
 
 Run evidence arrives in `ctx.evidence` by kind: "nccl_log" (ncdoc.evidence.nccl_log.LogFacts),
 "nccl_tests" (ncdoc.evidence.nccl_tests facts). Every helper reads attributes defensively,
-so a check meets an older or partial parse with a skip, never a crash.
+so a check meets an older or partial parse with a skip, never a crash. Which evidence a check
+needs is declared with its rule (`needs: [log]`, `[tests]`): the engine skips it without.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any, Iterable
 
 from ncdoc.nccl.bandwidth import Expectation, expected_bandwidth
 from ncdoc.engine.rules import Context
-from ncdoc.findings import Evidence, Skip
+from ncdoc.findings import Evidence
 
 MAX_EVIDENCE = 4
 
@@ -48,18 +49,6 @@ class NodeEvidence:
 
 def node_evidence(ctx: Context) -> list[NodeEvidence]:
     return list(ctx.evidence.get("node_evidence", []))
-
-
-def need_logs(ctx: Context) -> list[Any]:
-    if not ctx.logs:
-        raise Skip("no NCCL log given")
-    return ctx.logs
-
-
-def need_tests(ctx: Context) -> list[Any]:
-    if not ctx.tests:
-        raise Skip("no nccl-tests output given")
-    return ctx.tests
 
 
 def _source(obj: Any) -> str:

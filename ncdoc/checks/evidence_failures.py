@@ -8,7 +8,7 @@ Each reads the problems the log parser classified (ncdoc.evidence.nccl_log_error
 from __future__ import annotations
 
 from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, in_nvls,
-                                          merge_evidence, multi_node, need_logs)
+                                          merge_evidence, multi_node)
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Hit
 from ncdoc.nccl.parse import version_cmp
@@ -48,7 +48,7 @@ def _oob_note(log) -> str:
 @check("bootstrap_unreachable")
 def bootstrap_unreachable(ctx: Context):
     """Ranks cannot open TCP connections to each other (bootstrap or socket transport)."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         problems = [p for k in _SOCKET_PROBLEMS for p in log.problems_of(k)]
         if problems and _link_local(log) and all(p.kind == "socket_connect_error" for p in problems) \
                 and multi_node(ctx) is not False:
@@ -101,7 +101,7 @@ def socket_address_link_local(ctx: Context):
     """NCCL's socket traffic uses a link-local address (169.254/16, fe80::/10); with connect failures
     in the same log, that is the likely cause and the finding is an error quoting them."""
     multi = multi_node(ctx)
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         if multi is False:
             continue
         failed = log.problems_of("socket_connect_error")
@@ -148,7 +148,7 @@ def _size(n: int) -> str:
 @check("gpu_out_of_memory")
 def gpu_out_of_memory(ctx: Context):
     """NCCL could not allocate GPU memory for its buffers (cudaMalloc/cuMemCreate: out of memory)."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = _oom(log)
         if not probs:
             continue
@@ -175,7 +175,7 @@ def gpu_out_of_memory(ctx: Context):
 @check("nvls_multicast_exhausted")
 def nvls_multicast_exhausted(ctx: Context):
     """CUDA out of memory in NCCL's NVLS setup: the NVSwitch multicast resources are used up."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = [p for p in log.problems_of("cuda_failure") if p.code == 2 and in_nvls(log, p)]
         if not probs:
             continue
@@ -203,7 +203,7 @@ _UNREACHABLE = ("unreach", "unresponsive", "undeliverable", "handshake", "destin
 @check("efa_peer_unreachable")
 def efa_peer_unreachable(ctx: Context):
     """aws-ofi-nccl could not add a peer's EFA address, or EFA transfers completed with an error."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         av = log.problems_of("ofi_av_insert_failed")
         cq = log.problems_of("ofi_completion_error")
         if not (av or cq):
@@ -248,7 +248,7 @@ def _older_than(version: str | None, than: str) -> bool:
 def topology_detection_failed(ctx: Context):
     """NCCL could not find a device's PCI path in sysfs ("Could not find real path of ..."): topology detection
     fails for a GPU, and is blind for a NIC."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = [p for p in log.problems_of("topo_sysfs_path_missing") if p.level != "INFO"
                  or p.details.get("what") == "gpu"]
         if not probs:
@@ -284,7 +284,7 @@ def topology_detection_failed(ctx: Context):
 @check("ev_mixed_link_layers")
 def ev_mixed_link_layers(ctx: Context):
     """NCCL listed InfiniBand and RoCE devices together (the node side reads the HCAs)."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         if log.link_layer != "mixed" or log.problems_of("ib_incompatible_devices"):
             continue                # NCCL's own "incompatible devices" WARN has its rule
         layers: dict[str, list[str]] = {}

@@ -6,7 +6,7 @@ Each reads the parsed log (ncdoc.evidence.nccl_log.LogFacts) and quotes the line
 from __future__ import annotations
 
 from ncdoc.checks.evidence_common import (cite, cite_kind, cite_problems, env_evidence, env_true, env_value,
-                                          merge_evidence, multi_node, need_logs)
+                                          merge_evidence, multi_node)
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Hit
 from ncdoc.nccl.parse import version_cmp
@@ -19,7 +19,7 @@ _NO_RDMA_KINDS = ("ibv_open_device_failed", "ibverbs_missing", "ib_no_ip_interfa
 @check("socket_fallback")
 def socket_fallback(ctx: Context):
     """The job moves data between nodes over TCP sockets instead of RDMA."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         ranks_socket = log.transports.get("Socket", 0)
         if log.transport != "Socket" and not ranks_socket:
             continue
@@ -73,7 +73,7 @@ def _qp_failures(log, kind: str) -> list:
 @check("qp_connect_timeout")
 def qp_connect_timeout(ctx: Context):
     """QP transition INIT->RTR timed out: this NIC cannot reach the peer's GID (rails, routing, GID)."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = _qp_failures(log, "qp_connect_timeout")
         if not probs:
             continue
@@ -114,7 +114,7 @@ _QP_ERRNO_HINTS = {
 
 @check("ib_qp_setup_failed")
 def ib_qp_setup_failed(ctx: Context):
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = _qp_failures(log, "ib_qp_modify_failed")
         if not probs:
             continue
@@ -134,7 +134,7 @@ def ib_qp_setup_failed(ctx: Context):
 @check("ib_incompatible_devices")
 def ib_incompatible_devices(ctx: Context):
     # NCCL's own WARN only: a device list holding both link layers is mixed-link-layers (a warning)
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = log.problems_of("ib_incompatible_devices")
         if probs:
             yield Hit("NCCL paired NICs of different link layers (InfiniBand and RoCE), which cannot talk to each "
@@ -202,7 +202,7 @@ def _gdr_basis(g) -> str:
 
 @check("gdr_disabled")
 def gdr_disabled(ctx: Context):
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         if log.gdr.state != "disabled" or log.transport == "Socket":
             continue
         why, fix = _gdr_reason(ctx, log)
@@ -214,7 +214,7 @@ def gdr_disabled(ctx: Context):
 
 @check("gdr_partial")
 def gdr_partial(ctx: Context):
-    logs = need_logs(ctx)
+    logs = ctx.logs
     on = [lg for lg in logs if lg.gdr.state == "enabled" and lg.transport != "Socket"]
     off = [lg for lg in logs if lg.gdr.state == "disabled" and lg.transport != "Socket"]
     if on and off:
@@ -248,7 +248,7 @@ def gdr_partial(ctx: Context):
 
 @check("p2p_disabled_nvlink")
 def p2p_disabled_nvlink(ctx: Context):
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = log.problems_of("p2p_disabled_nvlink")
         if probs:
             yield Hit("NVML reports P2P disabled between NVLink-connected GPUs: a driver, NVLink or Fabric "
@@ -273,7 +273,7 @@ COMPLETION_HINTS = {
 
 @check("ib_completion_error")
 def ib_completion_error(ctx: Context):
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = log.problems_of("ib_completion_error")
         by_code: dict = {}
         for p in probs:
@@ -293,7 +293,7 @@ def ib_completion_error(ctx: Context):
 
 @check("ib_port_error")
 def ib_port_error(ctx: Context):
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = log.problems_of("ib_async_event")
         if probs:
             events = sorted({p.details.get("event", "") for p in probs} - {""})
@@ -306,7 +306,7 @@ def ib_port_error(ctx: Context):
 
 @check("nccl_version_mismatch")
 def nccl_version_mismatch(ctx: Context):
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = log.problems_of("version_mismatch") + log.problems_of("message_truncated")
         versions = tuple(v for v in (log.nccl_versions or ()) if v)
         if probs or len(set(versions)) > 1:
@@ -318,7 +318,7 @@ def nccl_version_mismatch(ctx: Context):
 
 @check("duplicate_gpu")
 def duplicate_gpu(ctx: Context):
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = log.problems_of("duplicate_gpu")
         if probs:
             yield Hit("two ranks use the same GPU", cite_problems(log, probs, 2), subject="gpu")
@@ -326,7 +326,7 @@ def duplicate_gpu(ctx: Context):
 
 @check("shm_exhausted")
 def shm_exhausted(ctx: Context):
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = log.problems_of("shm_error")
         if probs:
             yield Hit("NCCL could not create or map a /dev/shm segment: /dev/shm is too small (containers "
@@ -341,7 +341,7 @@ _TOPO_KINDS = ("topo_xml_error", "no_local_path_gpu_net")
 @check("topology_file_mismatch")
 def topology_file_mismatch(ctx: Context):
     """NCCL_GRAPH_FILE / NCCL_TOPO_FILE describe another machine: NCCL cannot import or match them."""
-    for log in need_logs(ctx):
+    for log in ctx.logs:
         probs = [p for p in log.problems if p.kind in _TOPO_KINDS
                  or (p.kind == "warn" and (p.source_file or "").startswith(_GRAPH_SOURCES))]
         if not probs:

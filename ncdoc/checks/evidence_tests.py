@@ -14,7 +14,7 @@ from typing import Any
 
 from ncdoc.nccl.bandwidth import ERROR_FRACTION, MIN_PEAK_BYTES, WARN_FRACTION
 from ncdoc.checks.evidence_common import (cite, cite_kind, env_evidence, env_value, job_expectation, job_nodes,
-                                          merge_evidence, need_tests, tests_collective, tests_complete_listing)
+                                          merge_evidence, tests_collective, tests_complete_listing)
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 
@@ -121,7 +121,7 @@ def _failure_cause(t: Any, root: Any) -> str:
 
 @check("nccl_tests_wrong_results")
 def nccl_tests_wrong_results(ctx: Context):
-    for t in need_tests(ctx):
+    for t in ctx.tests:
         bad = [p for p in points(t) if p.wrong > 0]
         oob = getattr(t, "out_of_bounds", None)
         oob_failed = getattr(t, "out_of_bounds_ok", None) is False or (isinstance(oob, int) and oob > 0)
@@ -139,7 +139,7 @@ def nccl_tests_wrong_results(ctx: Context):
 
 @check("nccl_tests_failed")
 def nccl_tests_failed(ctx: Context):
-    for t in need_tests(ctx):
+    for t in ctx.tests:
         fails = getattr(t, "failures", ()) or ()
         if not fails:
             continue
@@ -174,7 +174,7 @@ def _rank0_hosts(t: Any) -> list[str]:
 
 @check("nccl_tests_not_one_job")
 def nccl_tests_not_one_job(ctx: Context):
-    for t in need_tests(ctx):
+    for t in ctx.tests:
         reasons = []
         if _empty_runs(t):
             reasons.append(f"the test header is printed {t.headers or t.runs} times before any device or result: "
@@ -203,7 +203,7 @@ def nccl_tests_not_one_job(ctx: Context):
 
 @check("busbw_collapse")
 def busbw_collapse(ctx: Context):
-    for t in need_tests(ctx):
+    for t in ctx.tests:
         if one_rank(t):
             continue        # no link carries the data, so a drop says nothing about one (busbw_below_line_rate says so)
         peak: Point | None = None
@@ -239,7 +239,7 @@ def _peak(t: Any) -> Point | None:
 
 @check("busbw_below_line_rate")
 def busbw_below_line_rate(ctx: Context):
-    tests = need_tests(ctx)
+    tests = ctx.tests
     single = {id(t): why for t in tests if (why := one_rank(t))}
     for t in tests:
         if id(t) in single:
@@ -277,7 +277,7 @@ _RING_ONLY = ("ring",)
 
 @check("two_node_tree_overstates")
 def two_node_tree_overstates(ctx: Context):
-    tests = need_tests(ctx)
+    tests = ctx.tests
     nodes = job_nodes(ctx)
     if nodes is None:
         raise Skip("node count unknown (give --nodes, or output that lists every rank's host)")

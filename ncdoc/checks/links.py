@@ -1,4 +1,8 @@
-"""Link health: RDMA port state, rate, error counters, link layers, RoCE MTU, PCIe link width/speed."""
+"""Link health: RDMA port state, rate, error counters, link layers, RoCE MTU, PCIe link width/speed.
+
+The facts each check reads (hcas, pci) are declared with its rule (rules/network.yaml,
+rules/topology.yaml): the engine calls it only when they are known.
+"""
 
 from __future__ import annotations
 
@@ -11,13 +15,6 @@ from ncdoc.nccl.devices import is_active, link_layer, selected_ports
 ERROR_COUNTERS = ("symbol_error", "link_downed", "link_error_recovery", "port_rcv_errors",
                   "port_rcv_remote_physical_errors", "local_link_integrity_errors",
                   "excessive_buffer_overrun_errors")
-
-
-def _need(ctx: Context, *facts: str) -> None:
-    for f in facts:
-        why = ctx.missing(f)
-        if why:
-            raise Skip(why)
 
 
 def _compute(ctx: Context) -> set[str] | None:
@@ -74,7 +71,6 @@ def _why_down(h, p) -> tuple[str, str | None]:
 
 @check("port_down")
 def port_down(ctx: Context):
-    _need(ctx, "hcas")
     compute = _compute(ctx)
     hcas = ctx.snapshot.hcas.hcas
     known = [p for h in hcas for p in h.ports if p.state is not None]
@@ -137,7 +133,6 @@ def _width(w: str | None) -> int | None:
 
 @check("link_below_rated_speed")
 def link_below_rated_speed(ctx: Context):
-    _need(ctx, "hcas")
     ports = [(h, p) for h in ctx.snapshot.hcas.hcas for p in h.ports if is_active(p)]
     groups: dict[tuple, list] = {}
     for h, p in ports:
@@ -158,7 +153,6 @@ def link_below_rated_speed(ctx: Context):
 
 @check("link_errors")
 def link_errors(ctx: Context):
-    _need(ctx, "hcas")
     counted = False
     for h in ctx.snapshot.hcas.hcas:
         for p in h.ports:
@@ -178,7 +172,6 @@ def link_errors(ctx: Context):
 
 @check("mixed_link_layers")
 def mixed_link_layers(ctx: Context):
-    _need(ctx, "hcas")
     hca = ctx.env_map.get("NCCL_IB_HCA")
     chosen = selected_ports(ctx.snapshot.hcas.hcas, hca.value if hca else None, ctx.nccl_version)
     layers: dict[str, list[str]] = {}
@@ -195,7 +188,6 @@ def mixed_link_layers(ctx: Context):
 
 @check("roce_mtu_mismatch")
 def roce_mtu_mismatch(ctx: Context):
-    _need(ctx, "hcas")
     snap = ctx.snapshot
     roce = [(h, p) for h in snap.hcas.hcas for p in h.ports if is_active(p) and link_layer(p) == "Ethernet"]
     compute = _compute(ctx)
@@ -234,7 +226,6 @@ def _gts(speed: str | None) -> float | None:
 
 @check("pcie_link_degraded")
 def pcie_link_degraded(ctx: Context):
-    _need(ctx, "pci")
     from ncdoc.topology import normalize_bus_id
     rdma = {normalize_bus_id(h.pci_address) for h in ctx.snapshot.hcas.hcas if h.pci_address} \
         if ctx.snapshot.hcas.status.known else set()

@@ -1,9 +1,9 @@
 """Checks of the node itself: the RDMA stack, network plugins, GPUDirect RDMA, fabric manager
 (GPU-NIC placement: ncdoc.checks.topology).
 
-Several rules share a name with a log-side check (ncdoc.checks.evidence, `ev_*`): each function
-here raises Skip when the node facts it reads are unknown, so a rule run on a log alone is
-decided by the log, and on a node alone by the node.
+Several rules pair a check here with a log-side one (ncdoc.checks.evidence, `ev_*`): each check's
+node facts are declared with it in the rule's pack, and the engine skips it when they are unknown,
+so a rule run on a log alone is decided by the log, and on a node alone by the node.
 """
 
 from __future__ import annotations
@@ -14,17 +14,10 @@ from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl.parse import version_cmp
 from ncdoc.nccl.devices import is_active
 
-MELLANOX, AMAZON, HPE_CRAY = "0x15b3", "0x1d0f", "0x17db"
+MELLANOX, AMAZON = "0x15b3", "0x1d0f"
 # fabrics whose NICs NCCL reaches only through an external net plugin
 PLUGIN_FABRICS = {"efa": ("AWS EFA", "aws-ofi-nccl (libnccl-net-ofi.so / libnccl-net.so)"),
                   "cxi": ("HPE Slingshot", "aws-ofi-nccl built for libfabric cxi")}
-
-
-def _need(ctx: Context, *facts: str) -> None:
-    for f in facts:
-        why = ctx.missing(f)
-        if why:
-            raise Skip(why)
 
 
 def _rdma_hw(ctx: Context) -> list:
@@ -43,7 +36,6 @@ def _rdma_hw(ctx: Context) -> list:
 
 @check("no_rdma_devices")
 def no_rdma_devices(ctx: Context):
-    _need(ctx, "hcas")
     snap = ctx.snapshot
     hcas = snap.hcas.hcas
     if hcas:
@@ -73,7 +65,6 @@ def no_rdma_devices(ctx: Context):
 
 @check("net_plugin_missing")
 def net_plugin_missing(ctx: Context):
-    _need(ctx, "versions")
     snap = ctx.snapshot
     plugins = snap.versions.net_plugins
     env = ctx.env_map
@@ -109,7 +100,6 @@ def _mlx_rdma(ctx: Context) -> bool:
 
 @check("peermem_not_loaded")
 def peermem_not_loaded(ctx: Context):
-    _need(ctx, "gpus", "hcas", "host")
     snap = ctx.snapshot
     if not snap.gpus.gpus or not _mlx_rdma(ctx):
         return
@@ -143,7 +133,6 @@ def _ofed_release(rdma_core: str | None) -> tuple[int, int] | None:
 
 @check("nccl_peermem_detection_bug")
 def nccl_peermem_detection_bug(ctx: Context):
-    _need(ctx, "gpus", "hcas", "host")
     snap = ctx.snapshot
     mods = snap.host.modules
     if not snap.gpus.gpus or not _mlx_rdma(ctx) or not mods.get("nvidia_peermem") or mods.get("nv_peer_mem"):
@@ -179,7 +168,6 @@ def _nvswitch(snap) -> bool:
 
 @check("fabric_manager")
 def fabric_manager(ctx: Context):
-    _need(ctx, "gpus")
     snap = ctx.snapshot
     if not _nvswitch(snap):
         return
@@ -197,7 +185,6 @@ def fabric_manager(ctx: Context):
 
 @check("gpu_p2p_blocked")
 def gpu_p2p_blocked(ctx: Context):
-    _need(ctx, "gpus")
     snap = ctx.snapshot
     if len(snap.gpus.gpus) < 2:
         return
@@ -235,7 +222,6 @@ def _linked(a, b) -> bool:
 
 @check("nvlink_inactive")
 def nvlink_inactive(ctx: Context):
-    _need(ctx, "gpus")
     gpus = [g for g in ctx.snapshot.gpus.gpus if g.nvlinks]
     if not gpus:
         return
@@ -252,7 +238,6 @@ def nvlink_inactive(ctx: Context):
 
 @check("iommu_translation")
 def iommu_translation(ctx: Context):
-    _need(ctx, "host", "gpus", "pci")
     snap = ctx.snapshot
     if snap.host.hypervisor or snap.host.iommu != "on" or not snap.gpus.gpus:
         return
@@ -287,7 +272,6 @@ def _switch_ports_above_endpoints(ctx: Context) -> dict[str, list[str]]:
 
 @check("acs_enabled")
 def acs_enabled(ctx: Context):
-    _need(ctx, "pci")
     # Root ports are left out: traffic between different root ports crosses the root complex anyway;
     # ACS matters on the switch ports that would otherwise route peer traffic directly.
     above = _switch_ports_above_endpoints(ctx)
@@ -316,7 +300,6 @@ def acs_enabled(ctx: Context):
 
 @check("multiple_nccl_libraries")
 def multiple_nccl_libraries(ctx: Context):
-    _need(ctx, "versions")
     libs = ctx.snapshot.versions.nccl_libs
     versions = {lib.version for lib in libs if lib.version}
     if len(versions) > 1:

@@ -7,7 +7,7 @@ index 0): a link-local or RoCE v1 GID there cannot be routed between subnets, an
 from __future__ import annotations
 
 from ncdoc.checks.env import ev
-from ncdoc.checks.env_node import _ib_in_use, _need, _port_ev
+from ncdoc.checks.env_node import _ib_in_use, _port_ev
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl.devices import choose_gid, link_layer, selected_ports
@@ -15,7 +15,7 @@ from ncdoc.nccl.devices import choose_gid, link_layer, selected_ports
 
 def _roce_ports(ctx: Context):
     """The RoCE ports NCCL would use whose GID table is known (ports of unknown state included)."""
-    _need(ctx, "hcas")
+    ctx.require("hcas")
     if not _ib_in_use(ctx):
         return []
     hca = ctx.env_map.get("NCCL_IB_HCA")
@@ -218,8 +218,8 @@ def roce_gid_table_sparse(ctx: Context):
         return
     if explicit:
         return                      # an explicit index skips NCCL's search over the table
-    if ctx.missing("hcas") and not ctx.logs:
-        raise Skip(ctx.missing("hcas"))
+    if not ctx.logs:
+        ctx.require("hcas")         # with a log, its lines are the evidence: no listing, nothing more to say
     if ctx.missing("hcas"):
         return
     sparse = [(h, p) for h, p in _roce_ports(ctx) if p.gids and min(g.index for g in p.gids) > 0]

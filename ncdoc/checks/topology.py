@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from ncdoc.checks.node import _need
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl.devices import is_active
@@ -10,7 +9,6 @@ from ncdoc.nccl.devices import is_active
 
 @check("gpu_without_local_nic")
 def gpu_without_local_nic(ctx: Context):
-    _need(ctx, "topology")
     topo = ctx.topology
     if not ctx.missing("hcas"):     # without RDMA facts (a pasted topo -m) every NIC in the matrix counts
         if not any(is_active(p) for h in ctx.snapshot.hcas.hcas for p in h.ports):
@@ -90,7 +88,6 @@ def _flat_pci(ctx: Context) -> bool:
 
 @check("virtual_topology")
 def virtual_topology(ctx: Context):
-    _need(ctx, "host", "pci", "gpus")
     snap = ctx.snapshot
     if not snap.host.hypervisor or len(snap.gpus.gpus) < 2:
         return

@@ -9,6 +9,13 @@ Inputs (a rule's `example`, or one entry of tests/rule_cases/<pack>.yaml):
     nccl_version: "2.21.5"        the NCCL version to judge against
     log / tests / launch: text    evidence parsed by ncdoc.evidence (NCCL log, nccl-tests, launch script)
     policy: {policy pack}         a site policy pack (ncdoc.engine.policy format), for the policy rules
+
+A case adds {rule: name, case: pass | fail, id: text, severity: level}. It runs its rule alone
+(a fallback rule with every rule, since it reads their findings): "fail" means the rule reports
+something, at `severity` when the case gives one; "pass" that it reports nothing at all.
+
+An example adds {expect: [names]}: every rule named fires, no rule left out reports at warning
+or error, and the example's own rule fires only when named (and is then not skipped).
 """
 
 from __future__ import annotations
@@ -104,12 +111,14 @@ def fired(report: Report) -> set[str]:
 
 
 def example_problems(rule: Rule, inputs: Mapping[str, Any] | None = None) -> list[str]:
-    """Why a rule's example (or a case given as `inputs` with `expect`) does not behave as it says."""
+    """Why a rule's example (or other inputs with `expect`) does not behave as it says."""
     inputs = inputs if inputs is not None else rule.example
     report = run(inputs)
     got = fired(report)
     expect = set(inputs.get("expect") or [])
     problems = [f"expected {n} to fire" for n in sorted(expect - got)]
+    loud = sorted({f.name for f in report.findings if f.severity in ("warning", "error")} - expect - {rule.name})
+    problems += [f"{n} fires at warning or error but the example does not expect it" for n in loud]
     if rule.name not in expect and rule.name in got:
         msgs = [f.message for f in report.findings if f.name == rule.name]
         problems.append(f"{rule.name} fired but the example expects it not to: {msgs[0]}")
@@ -119,10 +128,30 @@ def example_problems(rule: Rule, inputs: Mapping[str, Any] | None = None) -> lis
     return problems
 
 
-def case_outcome(rule: Rule, inputs: Mapping[str, Any]) -> tuple[bool, Report]:
-    """(did `rule` fire?, the report) for one pass/fail case, running that rule alone."""
-    report = run(inputs, [rule])
-    return rule.name in fired(report), report
+CASE_KEYS = frozenset({"rule", "case", "id", "severity", "env", "conf", "example", "patch", "log", "tests",
+                       "launch", "nccl_version", "policy"})
 
 
-__all__ = ["EVIDENCE_PARSERS", "fixture", "context", "run", "fired", "example_problems", "case_outcome"]
+def case_problems(rule: Rule, case: Mapping[str, Any]) -> list[str]:
+    """Why one pass/fail case of `rule` does not hold (empty when it does)."""
+    unknown = set(case) - CASE_KEYS
+    if unknown:
+        return [f"unknown case keys {sorted(unknown)}"]
+    if case.get("case") not in ("pass", "fail"):
+        return [f"case must be pass or fail, not {case.get('case')!r}"]
+    from ncdoc.engine import ruleset
+    report = run(case, list(ruleset.load()) if rule.fallback else [rule])
+    mine = [f for f in report.findings if f.name == rule.name]
+    if case["case"] == "pass":
+        return [f"{rule.name} fired on a passing case: {mine[0].message}"] if mine else []
+    if not mine:
+        skipped = [s.reason for s in report.skipped if s.name == rule.name]
+        return [f"{rule.name} did not fire" + (f" (skipped: {skipped[0]})" if skipped else "")]
+    severities = sorted({f.severity for f in mine})
+    if case.get("severity") and case["severity"] not in severities:
+        return [f"{rule.name} fired at {', '.join(severities)}, not {case['severity']}"]
+    return []
+
+
+__all__ = ["EVIDENCE_PARSERS", "CASE_KEYS", "fixture", "context", "run", "fired", "example_problems",
+           "case_problems"]

@@ -33,10 +33,6 @@ if TYPE_CHECKING:
 _UNKNOWN = object()
 
 
-def _snap(ctx):
-    return ctx.snapshot
-
-
 def _active_ports(ctx):
     return [p for h in ctx.snapshot.hcas.hcas for p in h.ports if (p.state or "").upper() == "ACTIVE"]
 

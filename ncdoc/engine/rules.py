@@ -29,9 +29,14 @@ STAGE_TITLES = {
     "settings": "Settings",
 }
 
-# Facts a rule can declare it needs; when the fact is missing or unknown the rule is skipped.
+# Facts a rule (or one of its checks) can declare it needs, in its pack (`needs:`) or, for a fact
+# needed on one path only, with Context.require: when the fact is missing or unknown the rule is
+# skipped with the reason, never passed. "evidence": any run evidence at all (a log, nccl-tests
+# output, launch files, pasted node evidence).
 NEEDS = ("snapshot", "host", "versions", "gpus", "hcas", "net", "pci", "numa", "topology",
-         "nccl_version", "log", "tests", "env")
+         "nccl_version", "log", "tests", "evidence", "env")
+# The needs only a job's output can meet: a rule whose every check needs one of them judges runs, not nodes.
+RUN_NEEDS = ("log", "tests", "evidence")
 
 
 @record(frozen=True)
@@ -47,7 +52,12 @@ class Rule:
     checks: tuple[str, ...] = ()    # registered check-function names (node side, evidence side, ...)
     when: Any = None                # declarative condition (see ncdoc.engine.conditions)
     message: str = ""               # message template for declarative rules
-    needs: tuple[str, ...] = ()
+    needs: tuple[str, ...] = ()     # facts the rule needs (from NEEDS): skipped, with the reason, without one
+    only_if_set: tuple[str, ...] = ()   # variables: unless one is set (non-empty), the rule reports nothing
+    # a rule whose checks read different facts (the node, a log): each check's own
+    # {"needs": (...), "only_if_set": (...)}, applied as above to that check alone
+    per_check: Mapping[str, Mapping[str, tuple[str, ...]]] = field(default_factory=dict)
+    fallback: bool = False          # runs after the other rules and reads their findings (Context.findings)
     example: Mapping[str, Any] = field(default_factory=dict)
     aliases: tuple[str, ...] = ()
     pack: str = ""                  # which rules/*.yaml file it came from
@@ -60,6 +70,26 @@ class Rule:
     @property
     def docs(self) -> str:
         return f"docs/rules/{self.code}-{self.name}.md"
+
+    def check_gate(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        """(needs, only_if_set) of one of the rule's checks (its own, in a rule with several)."""
+        own = self.per_check.get(name)
+        return (tuple(own.get("needs", ())), tuple(own.get("only_if_set", ()))) if own else ((), ())
+
+
+def reads_node(rule: Rule) -> bool:
+    """Whether `rule` can judge a node without a job's output: no rule-level need only a run meets,
+    and some check (or its condition) that needs none either."""
+    if any(n in RUN_NEEDS for n in rule.needs):
+        return False
+    if not rule.checks:
+        return True
+    return any(not any(n in RUN_NEEDS for n in rule.check_gate(c)[0]) for c in rule.checks)
+
+
+def node_rules(rules: Iterable[Rule]) -> list[Rule]:
+    """The rules a node check runs (`ncdoc check`): those that read more than NCCL logs or nccl-tests output."""
+    return [r for r in rules if reads_node(r)]
 
 
 CHECKS: dict = {}   # name -> function(Context) -> Iterable[Hit]
@@ -91,6 +121,14 @@ class Context:
         self.options = dict(options or {})
         self._topology = _UNSET
         self._env_map: dict | None = None
+        self.findings: tuple[Finding, ...] = ()    # for a fallback rule: what the other rules reported
+
+    def seeing(self, findings: Iterable[Finding]) -> Context:
+        """This context, with the findings of the rules run so far: what a fallback rule reads."""
+        view = object.__new__(Context)
+        view.__dict__.update(self.__dict__)
+        view.findings = tuple(findings)
+        return view
 
     @property
     def env_map(self) -> dict[str, Any]:
@@ -132,11 +170,21 @@ class Context:
                 self._topology = classify(self.snapshot)
         return self._topology
 
+    def require(self, *needs: str) -> None:
+        """Raise Skip with the reason when one of `needs` (from NEEDS) is missing: for a fact a check
+        needs on one path only (facts needed on every path are declared in the rule's pack)."""
+        for need in needs:
+            why = self.missing(need)
+            if why:
+                raise Skip(why)
+
     def missing(self, need: str) -> str | None:
         """Why fact `need` is unavailable, or None when it is there."""
         if need in ("log", "tests"):
             kind = "nccl_log" if need == "log" else "nccl_tests"
             return None if self.evidence.get(kind) else f"no {'NCCL log' if need == 'log' else 'nccl-tests output'} given"
+        if need == "evidence":
+            return None if any(self.evidence.values()) else "no NCCL log or nccl-tests output given"
         if need == "env":
             return None
         if need == "nccl_version":
@@ -157,57 +205,121 @@ class Context:
         return None
 
 
+def is_set(ctx: Context, names: Iterable[str]) -> bool:
+    """Whether one of the variables `names` is set to a non-empty value (NCCL reads an empty one as unset)."""
+    env = ctx.env_map
+    for name in names:
+        v = env.get(name)
+        if v is not None and v.value != "":
+            return True
+    return False
+
+
+def blocked(ctx: Context, needs: Iterable[str], only_if_set: Iterable[str]) -> str | None:
+    """What stops a rule (or one check) before it runs: None, it runs; "" it reports nothing (none of
+    `only_if_set` is set, so there is nothing to judge); else the reason it is skipped (a need missing)."""
+    if only_if_set and not is_set(ctx, only_if_set):
+        return ""
+    for need in needs:
+        why = ctx.missing(need)
+        if why:
+            return why
+    return None
+
+
+def runnable_checks(ctx: Context, rules: Iterable[Rule]) -> set[str]:
+    """The check functions `rules` will call on `ctx`: those no unset variable or missing fact stops."""
+    out: set[str] = set()
+    for rule in rules:
+        if rule.checks and blocked(ctx, rule.needs, rule.only_if_set) is None:
+            out.update(c for c in rule.checks if blocked(ctx, *rule.check_gate(c)) is None)
+    return out
+
+
+def _shares_need(a: Iterable[str], b: Iterable[str]) -> bool:
+    """Whether two checks need a fact in common ("evidence", any run evidence, covers a log and nccl-tests)."""
+    a, b = set(a), set(b)
+    for s in (a, b):
+        if "evidence" in s:
+            s.update(("log", "tests"))
+    return bool(a & b)
+
+
+def _hits(ctx: Context, rule: Rule, registry: Mapping[str, CheckFn],
+          evaluate_when: Callable[[Rule, Context], Iterable[Hit]] | None) -> list | Skipped:
+    """One rule's hits on `ctx`, each with the needs of the check that found it; or why it was skipped."""
+    why = blocked(ctx, rule.needs, rule.only_if_set)
+    if why is not None:
+        return Skipped(rule.code, rule.name, why) if why else []
+    hits: list[tuple[Hit, tuple[str, ...]]] = []
+    if rule.checks:
+        # A rule may read several kinds of facts (the node, a log); it is skipped only
+        # when every one of its checks lacked its facts.
+        reasons: list[str] = []
+        for name in rule.checks:
+            needs, only_if_set = rule.check_gate(name)
+            why = blocked(ctx, needs, only_if_set)
+            if why is not None:
+                if why:
+                    reasons.append(why)
+                continue
+            fn = registry.get(name)
+            if fn is None:
+                raise LookupError(f"rule {rule.code} names unknown check function {name!r}")
+            needs = rule.needs + needs
+            try:
+                hits.extend((hit, needs) for hit in fn(ctx))
+            except Skip as s:
+                reasons.append(s.reason)
+        if reasons and len(reasons) == len(rule.checks):
+            return Skipped(rule.code, rule.name, "; ".join(dict.fromkeys(reasons)))
+    elif rule.when is not None and evaluate_when is not None:
+        try:
+            hits = [(hit, rule.needs) for hit in evaluate_when(rule, ctx)]
+        except Skip as s:
+            return Skipped(rule.code, rule.name, s.reason)
+    return hits
+
+
 def run_rules(ctx: Context, rules: Iterable[Rule], *, severity_overrides: Mapping[str, str] | None = None,
               evaluate_when: Callable[[Rule, Context], Iterable[Hit]] | None = None,
               checks: Mapping[str, CheckFn] | None = None) -> Report:
-    """Run `rules` over `ctx`. Rules whose needs are missing are skipped with the reason.
+    """Run `rules` over `ctx`. A rule (or check) whose `only_if_set` variables are all unset reports
+    nothing; one whose needs are missing is skipped with the reason. Fallback rules run last: each
+    reads, in ctx.findings, what the checks needing a fact it needs found (for a rule needing a log:
+    what the log checks reported).
 
-    `checks` maps check names to functions (default: the registry, CHECKS); a caller may
-    stand in for checks it knows cannot run, without importing their modules.
+    `checks` maps check names to functions (default: the registry, CHECKS).
     """
     registry = CHECKS if checks is None else checks
     rules = list(rules)
     overrides = dict(severity_overrides or {})
     if evaluate_when is None and any(r.when is not None and not r.checks for r in rules):
         from ncdoc.engine.conditions import evaluate as evaluate_when
-    findings: list[Finding] = []
-    skipped: list[Skipped] = []
-    for rule in rules:
-        reason = next((r for r in (ctx.missing(n) for n in rule.needs) if r), None)
-        if reason:
-            skipped.append(Skipped(rule.code, rule.name, reason))
+    outcomes: list = [None] * len(rules)          # per rule, in the given order: its findings or its Skipped
+    order = [i for i, r in enumerate(rules) if not r.fallback] + [i for i, r in enumerate(rules) if r.fallback]
+    seen: list[tuple[Finding, tuple[str, ...]]] = []        # the findings so far, with their check's needs
+    for i in order:
+        rule = rules[i]
+        rctx = ctx.seeing(f for f, needs in seen if _shares_need(needs, rule.needs)) if rule.fallback else ctx
+        got = _hits(rctx, rule, registry, evaluate_when)
+        if isinstance(got, Skipped):
+            outcomes[i] = got
             continue
-        hits: list[Hit] = []
-        reasons: list[str] = []
-        if rule.checks:
-            # A rule may read several kinds of facts (the node, a log); it is skipped only
-            # when every one of its checks lacked its facts.
-            for name in rule.checks:
-                fn = registry.get(name)
-                if fn is None:
-                    raise LookupError(f"rule {rule.code} names unknown check function {name!r}")
-                try:
-                    hits.extend(fn(ctx))
-                except Skip as s:
-                    reasons.append(s.reason)
-            if reasons and len(reasons) == len(rule.checks):
-                skipped.append(Skipped(rule.code, rule.name, "; ".join(dict.fromkeys(reasons))))
-                continue
-        elif rule.when is not None and evaluate_when is not None:
-            try:
-                hits = list(evaluate_when(rule, ctx))
-            except Skip as s:
-                skipped.append(Skipped(rule.code, rule.name, s.reason))
-                continue
-        for hit in hits:
+        found = []
+        for hit, needs in got:
             sev = overrides.get(rule.code) or overrides.get(rule.name) or hit.severity or rule.severity
             if sev == "off":
                 continue
-            findings.append(Finding(
-                code=rule.code, name=rule.name, severity=sev, family=rule.family, message=hit.message,
-                evidence=hit.evidence, fix=hit.fix or rule.fix, docs=rule.docs,
-                env_patch=dict(hit.env_patch), subject=hit.subject or rule.stage,
-            ))
+            f = Finding(code=rule.code, name=rule.name, severity=sev, family=rule.family, message=hit.message,
+                        evidence=hit.evidence, fix=hit.fix or rule.fix, docs=rule.docs,
+                        env_patch=dict(hit.env_patch), subject=hit.subject or rule.stage)
+            found.append(f)
+            if not rule.fallback:
+                seen.append((f, needs))
+        outcomes[i] = found
+    findings = [f for o in outcomes if type(o) is list for f in o]
+    skipped = [o for o in outcomes if type(o) is Skipped]
     stage_rank = {r.code: (STAGES.index(r.stage) if r.stage in STAGES else len(STAGES)) for r in rules}
     findings.sort(key=lambda f: (stage_rank.get(f.code, len(STAGES)), -severity_rank(f.severity), f.code, f.subject))
     return Report(tuple(findings), tuple(skipped))

@@ -17,9 +17,13 @@ Pack format (unknown keys are rejected with file, line and key):
         why: ...                # why it matters
         fix: ...                # how to fix
         references: [https://...]
-        needs: [env]            # optional, from engine.NEEDS
+        needs: [hcas]           # optional, from engine.NEEDS: without one the rule is skipped, with the reason
+        only_if_set: [NCCL_X]   # optional, check rules: unless one of these is set (non-empty), no finding
         check: fn | [fn, ...]   # registered check functions ...
+        check: {fn: {needs: [hcas], only_if_set: [NCCL_X]}, ev_fn: {needs: [log]}}
+                                # ... several, each with its own needs (then no rule-level needs) ...
         when: {...}             # ... or a declarative condition (ncdoc.engine.conditions)
+        fallback: true          # optional: runs after the other rules, over their findings
         message: ...            # template for `when` rules
         env_patch: {NAME: value|null}   # optional, `when` rules: the fix as env
         example: {env: {...}, conf: text, example: fixture, patch: {dotted.path: value}, log: text, tests: text,
@@ -33,7 +37,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ncdoc.engine.rules import CHECKS, NEEDS, STAGES, Rule
+from ncdoc.engine.rules import CHECKS, NEEDS, STAGES, Rule, runnable_checks
 from ncdoc.errors import InputError, UsageError
 from ncdoc.findings import SEVERITIES
 from ncdoc.startup.json_load import load_file
@@ -45,7 +49,8 @@ if TYPE_CHECKING:
 
 COMPILED_SCHEMA = 1
 RULE_KEYS_REQUIRED = ("code", "name", "severity", "stage", "summary", "why", "fix", "references", "example")
-RULE_KEYS_OPTIONAL = ("needs", "check", "when", "message", "aliases", "env_patch")
+RULE_KEYS_OPTIONAL = ("needs", "only_if_set", "check", "when", "message", "aliases", "env_patch", "fallback")
+CHECK_KEYS = ("needs", "only_if_set")
 EXAMPLE_KEYS = ("env", "conf", "example", "patch", "log", "tests", "launch", "nccl_version", "policy", "note",
                 "expect")
 PACK_KEYS = ("pack", "description", "rules")
@@ -53,6 +58,7 @@ PACK_KEYS = ("pack", "description", "rules")
 # Patterns as strings: compiled (and cached by re) only when a pack is parsed, not on the check path.
 _CODE = r"NC[1-6]\d{3}"
 _NAME = r"[a-z][a-z0-9]*(-[a-z0-9]+)*"
+_VAR = r"NCCL_[A-Z0-9_]+"
 
 
 # ---------------------------------------------------------------- pack validation
@@ -102,17 +108,40 @@ def parse_pack(text: str, path: str) -> list[Rule]:
         refs = item["references"]
         if not _str_list(refs) or not all(r.startswith(("https://", "http://")) for r in refs):
             raise bad("references", "must be a list of URLs")
-        needs = item.get("needs", [])
-        if not _str_list(needs) or any(n not in NEEDS for n in needs):
-            raise bad("needs", f"must be a list from {', '.join(NEEDS)}")
+        needs = _needs(item, bad)
+        only_if_set = _vars(item, bad)
         checks = item.get("check")
+        per_check: dict[str, dict[str, tuple[str, ...]]] = {}
         if isinstance(checks, str):
             checks = [checks]
+        elif isinstance(checks, dict):
+            if "needs" in item or "only_if_set" in item:
+                raise bad("needs" if "needs" in item else "only_if_set",
+                          "a rule with a needs/only_if_set per check has none of its own")
+            for fn, spec in checks.items():
+                where = key_line(checks, fn) or key_line(item, "check")
+                if not isinstance(spec, dict):
+                    raise InputError(f"check {fn}: give its needs as a mapping, e.g. {{needs: [log]}}",
+                                     path=path, line=where)
+                check_keys(spec, CHECK_KEYS, f"check {fn!r}", path, where)
+
+                def spec_bad(key: str, msg: str, fn=fn, spec=spec, where=where) -> InputError:
+                    return InputError(f"check {fn}: {key}: {msg}", path=path, line=key_line(spec, key) or where)
+                gate = {k: v for k, v in (("needs", _needs(spec, spec_bad)), ("only_if_set", _vars(spec, spec_bad)))
+                        if v}
+                if gate:
+                    per_check[str(fn)] = gate
+            checks = [str(n) for n in checks]
         when = item.get("when")
         if (checks is None) == (when is None):
             raise InputError("a rule needs exactly one of 'check' or 'when'", path=path, line=line)
         if checks is not None and (not _str_list(checks) or not checks):
-            raise bad("check", "must be a check-function name or a list of them")
+            raise bad("check", "must be a check-function name, a list of them, or a mapping of them to their needs")
+        fallback = item.get("fallback", False)
+        if not isinstance(fallback, bool) or (fallback and checks is None):
+            raise bad("fallback", "must be true or false, on a rule with a check function")
+        if only_if_set and checks is None:
+            raise bad("only_if_set", "is for check rules (a 'when' condition tests variables itself)")
         message = item.get("message", "")
         if when is not None:
             conditions.validate(when, path=path, line=key_line(item, "when"))
@@ -141,10 +170,26 @@ def parse_pack(text: str, path: str) -> list[Rule]:
             code=code, name=name, severity=item["severity"], summary=item["summary"].strip(),
             why=item["why"].strip(), fix=item["fix"].strip(), stage=item["stage"],
             references=tuple(refs), checks=tuple(checks or ()), when=_plain(when),
-            message=message.strip() if isinstance(message, str) else "", needs=tuple(needs),
+            message=message.strip() if isinstance(message, str) else "", needs=needs, only_if_set=only_if_set,
+            per_check=per_check, fallback=fallback,
             example=_plain(example), aliases=tuple(aliases), pack=pack, env_patch=dict(patch),
         ))
     return rules
+
+
+def _needs(item: Any, bad) -> tuple[str, ...]:
+    needs = item.get("needs", []) if isinstance(item, dict) else None
+    if not _str_list(needs) or any(n not in NEEDS for n in needs):
+        raise bad("needs", f"must be a list from {', '.join(NEEDS)}")
+    return tuple(needs)
+
+
+def _vars(item: Any, bad) -> tuple[str, ...]:
+    import re
+    names = item.get("only_if_set", []) if isinstance(item, dict) else None
+    if not _str_list(names) or any(not re.fullmatch(_VAR, n) for n in names):
+        raise bad("only_if_set", "must be a list of NCCL_* variable names")
+    return tuple(names)
 
 
 def _plain(obj: Any) -> Any:
@@ -213,7 +258,9 @@ def load_sources(directory=None) -> list[Rule]:
 def _rule_to_json(r: Rule) -> dict[str, Any]:
     return {"code": r.code, "name": r.name, "severity": r.severity, "stage": r.stage, "summary": r.summary,
             "why": r.why, "fix": r.fix, "references": list(r.references), "checks": list(r.checks),
-            "when": r.when, "message": r.message, "needs": list(r.needs), "example": r.example,
+            "when": r.when, "message": r.message, "needs": list(r.needs), "only_if_set": list(r.only_if_set),
+            "per_check": {c: {k: list(v) for k, v in g.items()} for c, g in r.per_check.items()},
+            "fallback": r.fallback, "example": r.example,
             "aliases": list(r.aliases), "pack": r.pack, "env_patch": dict(r.env_patch)}
 
 
@@ -222,7 +269,9 @@ def _rule_from_json(d: dict[str, Any]) -> Rule:
     return build(Rule, {"code": d["code"], "name": d["name"], "severity": d["severity"], "summary": d["summary"],
                         "why": d["why"], "fix": d["fix"], "stage": d["stage"], "references": tuple(d["references"]),
                         "checks": tuple(d["checks"]), "when": d["when"], "message": d["message"],
-                        "needs": tuple(d["needs"]), "example": d["example"], "aliases": tuple(d["aliases"]),
+                        "needs": tuple(d["needs"]), "only_if_set": tuple(d["only_if_set"]),
+                        "per_check": {c: {k: tuple(v) for k, v in g.items()} for c, g in d["per_check"].items()},
+                        "fallback": d["fallback"], "example": d["example"], "aliases": tuple(d["aliases"]),
                         "pack": d["pack"], "env_patch": d["env_patch"]})
 
 
@@ -295,15 +344,13 @@ class RuleSet:
             return [r for r in self.rules if r.code.startswith(t)]
         return []
 
-    def evidence_checks(self, rules) -> set[str]:
-        """Names of the checks `rules` use that live in evidence-only modules (see ncdoc.checks)."""
-        from ncdoc.checks import EVIDENCE_MODULES
-        return {c for r in rules for c in r.checks if self.check_modules.get(c) in EVIDENCE_MODULES}
-
-    def ensure_checks(self, rules, *, skip=frozenset()) -> set[str]:
-        """Import the modules registering the checks `rules` use (but not those in `skip`);
-        return the check names still missing."""
-        wanted = {c for r in rules for c in r.checks if c not in CHECKS and c not in skip}
+    def ensure_checks(self, rules, ctx=None) -> set[str]:
+        """Import the modules registering the checks `rules` use (given `ctx`: only those that will run
+        on it, so a node check never imports the log checks); return the check names still missing."""
+        if ctx is None:
+            wanted = {c for r in rules for c in r.checks if c not in CHECKS}
+        else:
+            wanted = {c for c in runnable_checks(ctx, rules) if c not in CHECKS}
         for mod in sorted({self.check_modules.get(c, "") for c in wanted} - {""}):
             try:
                 __import__(mod)          # not importlib.import_module: importlib is off the check path

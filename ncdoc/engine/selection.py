@@ -29,24 +29,15 @@ class Selection:
         self.ignored, self.fail_on, self.policies, self.config_path = ignored, fail_on, policies, config_path
 
     def run(self, ctx) -> Report:
-        from ncdoc.engine.rules import CHECKS, run_rules
+        from ncdoc.engine.rules import run_rules
         rules = list(self.rules)
         if self.policies:
             ctx.options.setdefault("policies", self.policies)
         if not ctx.options.get("policies"):
             # site policy rules find nothing without a policy pack: leave them (and their module) out
-            mods = self.ruleset.check_modules
-            rules = [r for r in rules if not r.checks or any(mods.get(c) != "ncdoc.checks.policy" for c in r.checks)]
-        stand_in = {}
-        if not any(ctx.evidence.values()):
-            # nothing for the evidence checks to read: skip them without importing their modules
-            from ncdoc.checks import NO_EVIDENCE
-            from ncdoc.findings import Skip
-
-            def no_evidence(_ctx):
-                raise Skip(NO_EVIDENCE)
-            stand_in = {name: CHECKS.get(name) or no_evidence for name in self.ruleset.evidence_checks(rules)}
-        missing = self.ruleset.ensure_checks(rules, skip=set(stand_in))
+            rules = [r for r in rules if r.pack != "policy"]
+        # only the checks that will run on ctx are imported (a node check never loads the log checks)
+        missing = self.ruleset.ensure_checks(rules, ctx)
         skipped_missing = []
         if missing:
             from ncdoc.startup.record import replace
@@ -59,8 +50,7 @@ class Selection:
                     continue
                 kept.append(replace(r, checks=tuple(c for c in r.checks if c not in missing)) if gone else r)
             rules = kept
-        registry = {**CHECKS, **stand_in} if stand_in else None
-        report = run_rules(ctx, rules, severity_overrides=self.overrides, checks=registry)
+        report = run_rules(ctx, rules, severity_overrides=self.overrides)
         extra = tuple(skipped_missing) + tuple(Skipped(r.code, r.name, f"ignored: {why}") for r, why in self.ignored)
         return Report(report.findings, report.skipped + extra)
 

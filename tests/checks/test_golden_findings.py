@@ -2,7 +2,7 @@
 sorted (code, name, severity, subject) of `ncdoc check --example NAME`), and the healthy
 machines none at warning or above.
 
-Regenerate after a reviewed change: NCDOC_UPDATE_GOLDEN=1 pytest tests/test_check_golden.py
+Regenerate after a reviewed change: NCDOC_UPDATE_GOLDEN=1 pytest tests/checks/test_golden_findings.py
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import os
 
 import pytest
 
-from ncdoc.engine.rules import Context
+from ncdoc.engine.rules import Context, node_rules
 from ncdoc.examples.machines import list_examples
 from ncdoc.engine.cases import fixture
 from ncdoc.engine.selection import resolve
@@ -25,7 +25,7 @@ HEALTHY = ("dgx-h100", "h100-roce", "l40s-pcie", "workstation-2gpu")
 
 def findings(name: str) -> list[list[str]]:
     sel = resolve(no_config=True, environ={})
-    sel.rules = [r for r in sel.rules if not ({"log", "tests"} & set(r.needs))]
+    sel.rules = node_rules(sel.rules)               # what `ncdoc check` runs
     snap = fixture(name)
     report = sel.run(Context(snapshot=snap, env=snap.env))
     return sorted([f.code, f.name, f.severity, f.subject] for f in report.findings)

@@ -73,6 +73,16 @@ def test_shared_rules_list_both_checks(rules):
         rule = by_name[name]
         assert ev_fn in rule.checks and len(rule.checks) == 2, rule.checks
         assert not rule.needs, f"{name}: a rule with two checks must not have rule-level needs"
+        # each side says what it reads: the log side a run's output, the node side node facts
+        assert set(rule.check_gate(ev_fn)[0]) & {"log", "evidence"}, rule.per_check
+        node_fn = next(c for c in rule.checks if c != ev_fn)
+        assert not set(rule.check_gate(node_fn)[0]) & {"log", "tests", "evidence"}, rule.per_check
+
+
+def test_evidence_codes_stay_in_their_range(rules):
+    for r in rules:
+        if r.pack == "evidence":
+            assert r.code[3] in "56789", f"{r.code} {r.name}: evidence codes are NCx5xx-NCx9xx"
 
 
 def test_every_check_function_is_registered(rules):
@@ -153,6 +163,49 @@ def test_bad_pack_names_file_line_and_key(change, line, words):
     msg = str(err.value)
     assert msg.startswith(f"demo.yaml:{line}:"), msg
     assert words in msg
+
+
+CHECK_RULE = """\
+pack: demo
+rules:
+  - code: NC1999
+    name: demo-rule
+    severity: warning
+    stage: settings
+    summary: one line
+    why: because
+    fix: do this
+    references: [https://example.org]
+    check: {node_fn: {needs: [hcas], only_if_set: [NCCL_IB_HCA]}, log_fn: {needs: [log]}}
+    example: {env: {NCCL_DEBUG: INFO}, expect: [demo-rule]}
+"""
+
+
+def test_checks_declare_their_needs_per_check():
+    (rule,) = ruleset.parse_pack(CHECK_RULE, "demo.yaml")
+    assert rule.checks == ("node_fn", "log_fn") and not rule.needs
+    assert rule.check_gate("node_fn") == (("hcas",), ("NCCL_IB_HCA",))
+    assert rule.check_gate("log_fn") == (("log",), ())
+
+
+@pytest.mark.parametrize("change, line, words", [
+    (("needs: [log]}", "needs: [logs]}"), 11, "check log_fn: needs: must be a list from"),
+    (("only_if_set: [NCCL_IB_HCA]", "only_if_set: [ib_hca]"), 11, "only_if_set: must be a list of NCCL_* variable"),
+    (("{needs: [log]}}", "{need: [log]}}"), 11, "unknown key 'need'"),
+    (("    check:", "    needs: [hcas]\n    check:"), 11, "a rule with a needs/only_if_set per check has none"),
+    (("    example:", "    fallback: maybe\n    example:"), 12, "fallback: must be true or false"),
+    (("    check: {node_fn: {needs: [hcas], only_if_set: [NCCL_IB_HCA]}, log_fn: {needs: [log]}}\n",
+      "    when: {env: NCCL_DEBUG, set: true}\n    message: m\n    only_if_set: [NCCL_DEBUG]\n"), 13,
+     "only_if_set: is for check rules"),
+])
+def test_bad_check_declarations_name_file_line_and_key(change, line, words):
+    text = CHECK_RULE.replace(*change)
+    assert text != CHECK_RULE
+    with pytest.raises(InputError) as err:
+        ruleset.parse_pack(text, "demo.yaml")
+    msg = str(err.value)
+    assert msg.startswith(f"demo.yaml:{line}:"), msg
+    assert words in msg, msg
 
 
 def test_duplicate_codes_are_rejected():

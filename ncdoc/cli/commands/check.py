@@ -49,8 +49,8 @@ def run(args) -> int:
 def _run(args) -> int:
     fmt = opt.output_format(args, "lines")
     _, sel, ctx = opt.node_context(args)
-    # Rules that read only logs or nccl-tests output have nothing to judge here.
-    sel.rules = [r for r in sel.rules if not ({"log", "tests"} & set(r.needs))]
+    from ncdoc.engine.rules import node_rules      # rules on logs or nccl-tests output judge nothing here
+    sel.rules = node_rules(sel.rules)
     report = sel.run(ctx)
     failed = report.fails(sel.fail_on)
     if args.quiet:
