@@ -2,8 +2,9 @@
 
 Each module here registers its functions at import. The registry (ncdoc.engine.ruleset) imports
 only the modules whose checks will run, using the map compiled into rules/compiled.json;
-`import_all` imports every module of this package (compiling, tests, `ncdoc rules`). What a
-check needs (facts, a variable set) is declared with its rule in rules/*.yaml, not here.
+`import_all` imports every module of this package (compiling, tests, and sources newer than
+compiled.json). What a check needs (facts, a variable set) is declared with its rule in
+rules/*.yaml, not here.
 """
 
 from __future__ import annotations

@@ -2,7 +2,9 @@
 
 A rule is data (rules/*.yaml: code, name, severity, docs) plus either a declarative
 condition or the name of a check function registered here with `@check("name")`.
-Check functions are pure: they read the Context and return Hits; they never do I/O.
+Check functions are pure: they read the Context and return Hits; they never do I/O. What a
+check needs is declared with its rule (`needs`, `only_if_set`, per check where a rule has
+several) and applied here before the check is called; a fallback rule runs after the others.
 """
 
 from __future__ import annotations

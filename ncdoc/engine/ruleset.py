@@ -140,6 +140,8 @@ def parse_pack(text: str, path: str) -> list[Rule]:
         fallback = item.get("fallback", False)
         if not isinstance(fallback, bool) or (fallback and checks is None):
             raise bad("fallback", "must be true or false, on a rule with a check function")
+        if fallback and not needs:
+            raise bad("fallback", "a fallback reads what the checks needing its facts found: give it 'needs'")
         if only_if_set and checks is None:
             raise bad("only_if_set", "is for check rules (a 'when' condition tests variables itself)")
         message = item.get("message", "")

@@ -194,6 +194,7 @@ def test_checks_declare_their_needs_per_check():
     (("{needs: [log]}}", "{need: [log]}}"), 11, "unknown key 'need'"),
     (("    check:", "    needs: [hcas]\n    check:"), 11, "a rule with a needs/only_if_set per check has none"),
     (("    example:", "    fallback: maybe\n    example:"), 12, "fallback: must be true or false"),
+    (("    example:", "    fallback: true\n    example:"), 12, "give it 'needs'"),
     (("    check: {node_fn: {needs: [hcas], only_if_set: [NCCL_IB_HCA]}, log_fn: {needs: [log]}}\n",
       "    when: {env: NCCL_DEBUG, set: true}\n    message: m\n    only_if_set: [NCCL_DEBUG]\n"), 13,
      "only_if_set: is for check rules"),
