@@ -10,10 +10,17 @@ from __future__ import annotations
 
 import bisect
 import re
+import shlex
 
-from ncdoc.evidence.launch_env import (
-    _ASSIGN, _DIRECTIVE, _K8S_NAME, _K8S_VALUE, _LIST_ITEM, _MAPPING, _NAME_RE, _Collector, relevant, shell_words,
-)
+from ncdoc.evidence.launch_env_collector import ASSIGN, NAME, NAME_RE, Collector
+from ncdoc.evidence.launch_env_model import relevant
+
+_K8S_NAME = re.compile(rf"""^\s*(?:-\s*)?name:\s*["']?({NAME})["']?\s*$""")
+_K8S_VALUE = re.compile(r"""^\s*(value|valueFrom):\s*(.*?)\s*$""")
+_MAPPING = re.compile(rf"""(?<![A-Za-z0-9_])["']?({NAME})["']?\s*:\s*"""
+                      rf"""("[^"]*"|'[^']*'|[^,{{}}\[\]#\s][^,}}#]*?)\s*(?=,|}}|#|$)""")
+_LIST_ITEM = re.compile(rf"""^\s*-\s*["']?({NAME})=(.*)$""")
+_DIRECTIVE = re.compile(r"^\s*#(SBATCH|PBS)\s+(.*)$")
 
 _DECLARE = ("export", "declare", "typeset", "readonly", "local")
 _SEPARATORS = {";", "&", "&&", "|", "||", "(", ")", "()", ";;", "|&"}
@@ -23,7 +30,7 @@ _YAMLISH = re.compile(r"""^\s*(?:-\s*)?["']?[A-Za-z_][A-Za-z0-9_]*["']?\s*:(?:\s
 
 
 class ShellReader:
-    def __init__(self, out: _Collector):
+    def __init__(self, out: Collector):
         self.out = out
 
     def read(self, text: str, first_line: int = 1) -> None:
@@ -68,7 +75,7 @@ class ShellReader:
                 self.out.add(m.group(1), _unquote(value), first, "yaml")
                 continue
             if _YAMLISH.match(logical) or (stripped.startswith("{") and ":" in stripped):
-                found = [mm for mm in _MAPPING.finditer(stripped) if _NAME_RE.match(mm.group(1))]
+                found = [mm for mm in _MAPPING.finditer(stripped) if NAME_RE.match(mm.group(1))]
                 for mm in found:
                     self.out.add(mm.group(1), _unquote(mm.group(2)), first, "yaml")
                 if found or _YAMLISH.match(logical):
@@ -101,7 +108,7 @@ class ShellReader:
         items: list[list[str]] = []
         for piece in spec.split(","):
             piece = _unquote(piece)
-            if "=" in piece or piece in ("ALL", "NONE", "NIL") or _NAME_RE.match(piece) and piece.isupper():
+            if "=" in piece or piece in ("ALL", "NONE", "NIL") or NAME_RE.match(piece) and piece.isupper():
                 items.append([piece])
             elif items and "=" in items[-1][0]:
                 items[-1].append(piece)              # part of the previous value
@@ -109,10 +116,10 @@ class ShellReader:
                 items.append([piece])
         for item in items:
             text = ",".join(item)
-            m = _ASSIGN.match(text)
+            m = ASSIGN.match(text)
             if m:
                 self.out.add(m.group(1), m.group(2), line, how)
-            elif _NAME_RE.match(text) and text not in ("ALL", "NONE", "NIL"):
+            elif NAME_RE.match(text) and text not in ("ALL", "NONE", "NIL"):
                 self.out.pass_through(text, line, how)
 
     def _commands(self, logical: str, starts: list[tuple[int, int]]) -> None:
@@ -159,7 +166,7 @@ class ShellReader:
             while j < len(words) and words[j].startswith("-"):
                 j += 1
             for w in words[j:]:
-                m = _ASSIGN.match(w)
+                m = ASSIGN.match(w)
                 if m:
                     out.add(m.group(1), m.group(2), line_of(w), "export")
             return
@@ -176,12 +183,12 @@ class ShellReader:
             while j < len(words) and words[j].startswith("-"):
                 j += 2 if words[j] in ("-u", "--unset", "-C", "--chdir") else 1
         prefix = []
-        while j < len(words) and _ASSIGN.match(words[j]):
+        while j < len(words) and ASSIGN.match(words[j]):
             prefix.append(words[j])
             j += 1
         how = "command prefix" if j < len(words) else "assignment"
         for w in prefix:
-            m = _ASSIGN.match(w)
+            m = ASSIGN.match(w)
             out.add(m.group(1), m.group(2), line_of(w), how)
         self._options(words[j:], line_of)
 
@@ -194,22 +201,22 @@ class ShellReader:
             nxt = words[k + 1] if k + 1 < len(words) else None
             if w in ("-x", "--env", "-e") and nxt is not None:
                 how = "mpirun -x" if w == "-x" else "docker -e"
-                m = _ASSIGN.match(nxt)
+                m = ASSIGN.match(nxt)
                 if m:
                     out.add(m.group(1), m.group(2), line_of(nxt), how)
                     k += 2
                     continue
-                if _NAME_RE.match(nxt) and (w != "-e" or nxt.isupper()):
+                if NAME_RE.match(nxt) and (w != "-e" or nxt.isupper()):
                     out.pass_through(nxt, line_of(nxt), how)
                     k += 2
                     continue
             elif w.startswith("--env="):
-                m = _ASSIGN.match(w[len("--env="):])
+                m = ASSIGN.match(w[len("--env="):])
                 if m:
                     out.add(m.group(1), m.group(2), line_of(w), "docker -e")
-                elif _NAME_RE.match(w[len("--env="):]):
+                elif NAME_RE.match(w[len("--env="):]):
                     out.pass_through(w[len("--env="):], line_of(w), "docker -e")
-            elif w in ("-genv", "-env") and nxt is not None and k + 2 < len(words) and _NAME_RE.match(nxt):
+            elif w in ("-genv", "-env") and nxt is not None and k + 2 < len(words) and NAME_RE.match(nxt):
                 out.add(nxt, words[k + 2], line_of(nxt), f"mpirun {w}")
                 k += 3
                 continue
@@ -241,3 +248,14 @@ def _unquote(value: str) -> str:
     if len(v) >= 2 and v[0] == v[-1] and v[0] in "\"'":
         return v[1:-1]
     return v
+
+
+def shell_words(line: str) -> list[str]:
+    """Split like a POSIX shell (quotes, escapes, comments); separators ; & | ( ) are their own words."""
+    lex = shlex.shlex(line, posix=True, punctuation_chars=";&|()")
+    lex.whitespace_split = True
+    lex.commenters = "#"
+    try:
+        return list(lex)
+    except ValueError:                               # an unbalanced quote: take the words as they are
+        return line.split()
