@@ -13,8 +13,8 @@ import json
 from typing import Any
 
 from ncdoc.evidence.citation import EvidenceBook
-from ncdoc.evidence.nccl_tests import Device, GroupResult, NcclTestsFacts, Row, nccl_version_from_code
-from ncdoc.evidence.nccl_tests_text import collective_name, derive
+from ncdoc.evidence.nccl_tests_derive import collective_name, derive, nccl_version_from_code
+from ncdoc.evidence.nccl_tests_model import Device, GroupResult, NcclTestsFacts, Row
 
 _KEEP_ENV = ("NCCL_", "UCX_", "FI_", "CUDA_VISIBLE_DEVICES", "OMPI_MCA_", "NVSHMEM_", "TORCH_NCCL_")
 

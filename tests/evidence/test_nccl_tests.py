@@ -8,9 +8,8 @@ import pytest
 
 from paths import SHARED, TESTS
 from ncdoc.errors import InputError
-from ncdoc.evidence.nccl_tests import (
-    nccl_version_from_code, parse_nccl_tests, parse_nccl_tests_file, parse_nccl_tests_json,
-)
+from ncdoc.evidence.nccl_tests import parse_nccl_tests, parse_nccl_tests_file, parse_nccl_tests_json
+from ncdoc.evidence.nccl_tests_derive import nccl_version_from_code
 
 CORPUS = SHARED / "corpus"
 FIXTURES = TESTS / "fixtures" / "logs"
