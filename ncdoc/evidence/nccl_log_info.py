@@ -1,4 +1,4 @@
-"""What each kind of NCCL INFO line adds to the scanner's state.
+"""What each kind of NCCL INFO line adds to the scan state (nccl_log_state.ScanState).
 
 One handler per message family, chosen by the message's first words. Every rank prints the
 same init messages, so a handler also says how the scanner may skip re-reading a message it
@@ -10,139 +10,137 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import TYPE_CHECKING
 
 from ncdoc.evidence import nccl_log_patterns as P
 from ncdoc.evidence.nccl_log_net import (
     SEEN, apply_cached, bootstrap_line, gdr_line, net_ib_line, ofi_line, plugin_line, remember, remember_iface,
     socket_line,
 )
+from ncdoc.evidence.nccl_log_state import CommTally, RankTally, ScanState
 
-if TYPE_CHECKING:
-    from ncdoc.evidence.nccl_log_scan import LogScanner, RankTally
 
 _CROSS_NIC = re.compile(r"crossNic (\d+)")
 MAX_SMALL = 64            # small sets: ranks and directions without GDR
 
 
-def handle_info(sc: "LogScanner", pre: P.Prefix, rank: "RankTally | None", msg: str, lineno: int,
+def handle_info(st: ScanState, pre: P.Prefix, rank: RankTally | None, msg: str, lineno: int,
                 text: str) -> tuple | None:
     if " -> " in msg:
         tr = P.parse_trace(msg)
         if tr:
-            sc.trace(pre, tr)
+            st.trace(pre, tr)
             if tr[2] and ("bootstrap" in tr[0] or "socket.cc" in tr[0]):     # quoted when no WARN names it
-                sc.book.add("bootstrap_trace" if "bootstrap" in tr[0] else "socket_trace", lineno, text)
+                st.book.add("bootstrap_trace" if "bootstrap" in tr[0] else "socket_trace", lineno, text)
             return ("trace", tr)             # re-read for the next process by the scanner (it needs the prefix)
         m = P.ALGO_PICK.match(msg)
         if m:
-            return _algo_pick(sc, m, lineno, text)
+            return _algo_pick(st, m, lineno, text)
     c = msg[:1]
     if c == "N":
         if msg.startswith("NCCL version"):
             m = P.VERSION.search(msg)
             if m:
-                sc.version(rank, m, lineno, text)
+                st.version(rank, m, lineno, text)
                 return ("version", m.group(1))
             return SEEN
         if msg.startswith("NCCL_"):
-            return _env(sc, msg, lineno, text)
+            return _env(st, msg, lineno, text)
         if msg.startswith("NET/IB"):
-            return net_ib_line(sc, pre, rank, msg, lineno, text)
+            return net_ib_line(st, pre, rank, msg, lineno, text)
         if "GPU Direct RDMA" in msg:
-            return gdr_line(sc, msg, lineno, text)
+            return gdr_line(st, msg, lineno, text)
         if msg.startswith("NET/Socket") or msg.startswith("NET : Using interface"):
-            return socket_line(sc, pre, rank, msg, lineno, text) if "Using" in msg else SEEN
+            return socket_line(st, pre, rank, msg, lineno, text) if "Using" in msg else SEEN
         if msg.startswith("NET/Plugin"):
-            return plugin_line(sc, msg, lineno, text)
+            return plugin_line(st, msg, lineno, text)
         if msg.startswith("NET/OFI"):
-            return ofi_line(sc, msg, lineno, text)
+            return ofi_line(st, msg, lineno, text)
         if msg.startswith("NVLS multicast"):
-            sc.nvls = bool(sc.nvls) or "not available" not in msg
-            sc.book.add("nvls", lineno, text)
+            st.nvls = bool(st.nvls) or "not available" not in msg
+            st.book.add("nvls", lineno, text)
         return SEEN
     if c == "B":
-        return bootstrap_line(sc, pre, rank, msg, lineno, text)
+        return bootstrap_line(st, pre, rank, msg, lineno, text)
     if c == "c":
         if msg.startswith("cudaDriverVersion"):
             m = P.CUDA_DRIVER.search(msg)
-            if m and not sc.cuda_driver:
+            if m and not st.cuda_driver:
                 code = int(m.group(1))
-                sc.cuda_driver = f"{code // 1000}.{code % 1000 // 10}"
+                st.cuda_driver = f"{code // 1000}.{code % 1000 // 10}"
             return SEEN
         if msg.startswith("comm "):
-            _comm(sc, rank, msg, lineno, text)
+            _comm(st, rank, msg, lineno, text)
         return None
     if c == "[" or msg.startswith("ncc"):
-        _comm(sc, rank, msg, lineno, text)
+        _comm(st, rank, msg, lineno, text)
         return None
     if c == "G":
-        return gdr_line(sc, msg, lineno, text) if msg.startswith("GPU Direct RDMA") else SEEN
+        return gdr_line(st, msg, lineno, text) if msg.startswith("GPU Direct RDMA") else SEEN
     if msg.startswith("Using network"):
         name = msg[len("Using network"):].strip()
         if not name:
             return None
-        sc.book.add("transport", lineno, text)
-        return apply_cached(sc, rank, ("using", name))
+        st.book.add("transport", lineno, text)
+        return apply_cached(st, rank, ("using", name))
     if msg.startswith("Initialized NET plugin"):
-        remember(sc.plugin["initialized"], msg[len("Initialized NET plugin"):].strip())
-        sc.book.add("plugin", lineno, text)
+        remember(st.plugin["initialized"], msg[len("Initialized NET plugin"):].strip())
+        st.book.add("plugin", lineno, text)
         return SEEN
     if msg.startswith("Assigned NET plugin"):
         name = msg[len("Assigned NET plugin"):].replace(" to comm", "").strip()
-        remember(sc.plugin["assigned"], name)
-        return apply_cached(sc, rank, ("assigned", name))
+        remember(st.plugin["assigned"], name)
+        return apply_cached(st, rank, ("assigned", name))
     if msg.startswith("Successfully loaded external"):
-        remember(sc.plugin["paths"], msg.rsplit(" ", 1)[-1])
-        sc.book.add("plugin", lineno, text)
+        remember(st.plugin["paths"], msg.rsplit(" ", 1)[-1])
+        st.book.add("plugin", lineno, text)
         return SEEN
     if c == "P":
-        return _p_lines(sc, pre, rank, msg, lineno, text)
+        return _p_lines(st, pre, rank, msg, lineno, text)
     if c == "D":
-        sc.dma_buf = True
-        sc.book.add("dma_buf", lineno, text)
+        st.dma_buf = True
+        st.book.add("dma_buf", lineno, text)
         return SEEN
     if msg.startswith("Enabled NCCL Func"):
-        sc.algo_matrix = True
+        st.algo_matrix = True
         return SEEN
     if c == "C":
-        return _c_lines(sc, pre, rank, msg, lineno, text)
+        return _c_lines(st, pre, rank, msg, lineno, text)
     if c == "H":
-        entry = sc.last_problem.get((pre.host, pre.pid, pre.tid))
+        entry = st.last_problem.get((pre.host, pre.pid, pre.tid))
         if entry is not None:
             entry["details"].setdefault("hint", msg[:200])
         return None
     if c.isdigit():
         m = P.CHANNEL_SUMMARY.match(msg)
         if m:
-            sc.channel_summary = tuple(int(g) if g else None for g in m.groups())
+            st.channel_summary = tuple(int(g) if g else None for g in m.groups())
         return SEEN
     cls = P.classify_error(msg)
     if cls:
-        sc.problem(cls, msg, "INFO", pre, rank, lineno, text)
+        st.problem(cls, msg, "INFO", pre, rank, lineno, text)
     return None
 
 
-def _env(sc: "LogScanner", msg: str, lineno: int, text: str) -> tuple:
+def _env(st: ScanState, msg: str, lineno: int, text: str) -> tuple:
     m = P.ENV.match(msg)
     if not m:
         return SEEN
     name, value = m.group(1), m.group(2)
     if value.endswith(".") and value[:-1].lstrip("-").isdigit():
         value = value[:-1]                       # "%s set by environment to %lld." ends with a full stop
-    sc.env[name] = value
-    seen = sc.env_values.setdefault(name, {})
+    st.env[name] = value
+    seen = st.env_values.setdefault(name, {})
     if len(seen) < 8:
         seen.setdefault(value, None)
-    if name == "NCCL_NET_PLUGIN" and not sc.plugin["requested"]:
-        sc.plugin["requested"] = value
+    if name == "NCCL_NET_PLUGIN" and not st.plugin["requested"]:
+        st.plugin["requested"] = value
     if name in ("NCCL_ALGO", "NCCL_PROTO"):
-        sc.algo_env[name] = value
-    sc.book.add("env:" + name, lineno, text)
+        st.algo_env[name] = value
+    st.book.add("env:" + name, lineno, text)
     return SEEN
 
 
-def _comm(sc: "LogScanner", rank: "RankTally | None", msg: str, lineno: int, text: str) -> None:
+def _comm(st: ScanState, rank: RankTally | None, msg: str, lineno: int, text: str) -> None:
     m = P.COMM.search(msg)
     if not m:
         return
@@ -152,23 +150,22 @@ def _comm(sc: "LogScanner", rank: "RankTally | None", msg: str, lineno: int, tex
     if cid:
         key = cid.group(1)
         if ptr is not None:
-            if len(sc.comm_ptrs) > 65536:
-                sc.comm_ptrs.clear()
-            sc.comm_ptrs[ptr] = key         # later lines name the comm by its pointer only
+            if len(st.comm_ptrs) > 65536:
+                st.comm_ptrs.clear()
+            st.comm_ptrs[ptr] = key         # later lines name the comm by its pointer only
     else:
-        key = sc.comm_ptrs.get(ptr) or f"nranks={nranks}"
-    comm = sc.comms.get(key)
+        key = st.comm_ptrs.get(ptr) or f"nranks={nranks}"
+    comm = st.comms.get(key)
     if comm is None:
-        if len(sc.comms) >= 256:
+        if len(st.comms) >= 256:
             return
-        from ncdoc.evidence.nccl_log_scan import CommTally
-        comm = sc.comms[key] = CommTally(nranks)
+        comm = st.comms[key] = CommTally(nranks)
     if rank is not None and len(rank.ranks) < 16:
         rank.ranks.add(r)
     nodes = P.COMM_NODES.search(msg)
     if nodes:
         comm.nnodes, comm.local_ranks = int(nodes.group(1)), int(nodes.group(2))
-        sc.book.add("comm_summary", lineno, text)
+        st.book.add("comm_summary", lineno, text)
     if "Init START" in msg:
         comm.start += 1
         if len(comm.started) < 65536:
@@ -181,96 +178,96 @@ def _comm(sc: "LogScanner", rank: "RankTally | None", msg: str, lineno: int, tex
             comm.completed.add(r)
         if rank:
             rank.init_complete += 1
-        sc.book.add("init_complete", lineno, text)
+        st.book.add("init_complete", lineno, text)
     elif "Destroy COMPLETE" in msg:
         comm.destroyed += 1
 
 
-def _p_lines(sc: "LogScanner", pre: P.Prefix, rank: "RankTally | None", msg: str, lineno: int, text: str):
+def _p_lines(st: ScanState, pre: P.Prefix, rank: RankTally | None, msg: str, lineno: int, text: str):
     if msg.startswith("Plugin Path"):
-        remember(sc.plugin["paths"], msg.split(":", 1)[-1].strip())
+        remember(st.plugin["paths"], msg.split(":", 1)[-1].strip())
     elif msg.startswith("P2P plugin"):
-        remember(sc.plugin["loaded"], msg[len("P2P plugin"):].strip())
-        sc.book.add("plugin", lineno, text)
+        remember(st.plugin["loaded"], msg[len("P2P plugin"):].strip())
+        st.book.add("plugin", lineno, text)
     elif msg.startswith("P2P is disabled"):
-        sc.problem(P.Classified("p2p_disabled", "P2P between these GPUs is disabled; NCCL goes through host "
+        st.problem(P.Classified("p2p_disabled", "P2P between these GPUs is disabled; NCCL goes through host "
                                  "memory instead"), msg, "INFO", pre, rank, lineno, text)
         return None
     elif msg.startswith("Pattern"):
         m = _CROSS_NIC.search(msg)
         if m:
-            sc.cross_nic.add(int(m.group(1)))
+            st.cross_nic.add(int(m.group(1)))
     return SEEN
 
 
-def _c_lines(sc: "LogScanner", pre: P.Prefix, rank: "RankTally | None", msg: str, lineno: int, text: str):
+def _c_lines(st: ScanState, pre: P.Prefix, rank: RankTally | None, msg: str, lineno: int, text: str):
     if msg.startswith("Channel"):
         m = P.RING_LIST.match(msg)
         if m:
-            sc.nchannels = max(sc.nchannels or 0, int(m.group(2)))
+            st.nchannels = max(st.nchannels or 0, int(m.group(2)))
         return SEEN
     if msg.startswith("Connected all rings"):
         m = P.RING_GDR.search(msg)
         if m:
-            sc.ring_gdr[f"GDR {m.group(2)}"] += 1
+            st.ring_gdr[f"GDR {m.group(2)}"] += 1
         return SEEN
     if msg.startswith("CUDA Dev"):
         m = P.OLD_IFACES.search(msg)
-        keys = tuple(k for k in (remember_iface(sc, item.split("(")[0], None, "candidate", pre, lineno, text)
+        keys = tuple(k for k in (remember_iface(st, item.split("(")[0], None, "candidate", pre, lineno, text)
                                  for item in (m.group(1).split() if m else ())) if k)
         return ("ifaces", keys)
     if msg.startswith("Could not find a path"):
-        sc.problem(P.Classified("topo_search_fallback", "the topology search found no path for a pattern "
+        st.problem(P.Classified("topo_search_fallback", "the topology search found no path for a pattern "
                                  "and fell back to a simple order (slow)"), msg, "INFO", pre, rank, lineno, text)
         return None
     cls = P.classify_error(msg)
     if cls:
-        sc.problem(cls, msg, "INFO", pre, rank, lineno, text)
+        st.problem(cls, msg, "INFO", pre, rank, lineno, text)
     return None
 
 
-def _algo_pick(sc: "LogScanner", m: re.Match, lineno: int, text: str) -> tuple:
+def _algo_pick(st: ScanState, m: re.Match, lineno: int, text: str) -> tuple:
     """`AllReduce: 1048576 Bytes -> Algo RING proto SIMPLE ...` (NCCL_DEBUG_SUBSYS=TUNING, rank 0)."""
     key = f"{m.group(1) or '?'}/{P.algo_name(m.group(3), P.ALGORITHMS)}/{P.algo_name(m.group(4), P.PROTOCOLS)}"
-    sc.book.add("algo", lineno, text)
-    return apply_cached(sc, None, ("algo", key))
+    st.book.add("algo", lineno, text)
+    return apply_cached(st, None, ("algo", key))
 
 
 # ---------------------------------------------------------------- channel lines (counted by VIA)
 
-def channel_tails(sc: "LogScanner", tails: Counter, block: bytes, base: int) -> None:
+def channel_tails(st: ScanState, tails: Counter, block: bytes, base: int) -> None:
     """Per-channel transport lines, counted by their "via" tail: what each tail means, GDR per rank/direction."""
-    sc.tails.update(tails)
+    st.tails.update(tails)
     off_here = False
     for tail in tails:
-        info = sc.tail_info.get(tail)
+        info = st.tail_info.get(tail)
         if info is None:
-            info = sc.tail_info[tail] = _tail_info(tail.decode("utf-8", "replace"))
+            info = st.tail_info[tail] = _tail_info(tail.decode("utf-8", "replace"))
             if info[0] == "NET" and info[2] != "Socket":
                 kind = "gdr_channel_on" if info[3] else "gdr_channel_off"
-                if sc.book.wants(kind):
-                    _cite(sc, kind, block, base, b" via " + tail)
+                if st.book.wants(kind):
+                    _cite(st, kind, block, base, b" via " + tail)
         if info[0] == "NET" and info[2] != "Socket" and not info[3]:
             off_here = True
-    if off_here and len(sc.gdr_ranks_off) < MAX_SMALL:
+    if off_here and len(st.gdr_ranks_off) < MAX_SMALL:
         for m in P.NET_CHANNEL.finditer(block):
             if m.group(4) == b"Socket" or b"/GDRDMA" in m.group(6):
                 continue
             ls = block.rfind(b"\n", 0, m.start()) + 1
             pre = P.parse_prefix(block[ls:m.start()].decode("utf-8", "replace").split("NCCL INFO")[0].rstrip())
-            if pre.rank_key and len(sc.gdr_ranks_off) < MAX_SMALL:
-                sc.gdr_ranks_off.setdefault(pre.rank_key, None)
-            sc.gdr_dirs_off.setdefault(m.group(3).decode(), None)
+            if pre.rank_key and len(st.gdr_ranks_off) < MAX_SMALL:
+                st.gdr_ranks_off.setdefault(pre.rank_key, None)
+            st.gdr_dirs_off.setdefault(m.group(3).decode(), None)
 
 
-def _cite(sc: "LogScanner", kind: str, block: bytes, base: int, needle: bytes) -> None:
+def _cite(st: ScanState, kind: str, block: bytes, base: int, needle: bytes) -> None:
     at = block.find(needle)
     while at >= 0 and block[at + len(needle):at + len(needle) + 1] not in (b" ", b"\r", b"\n", b""):
         at = block.find(needle, at + 1)              # "NET/IB/0" is also the start of "NET/IB/0/GDRDMA"
     if at >= 0:
         ls = block.rfind(b"\n", 0, at) + 1
         le = block.find(b"\n", at)
-        sc.book.add(kind, base + block.count(b"\n", 0, ls) + 1,
+        st.book.add(kind, base + block.count(b"\n", 0, ls) + 1,
                     block[ls:le if le >= 0 else len(block)].decode("utf-8", "replace"))
 
 

@@ -10,102 +10,28 @@ bounded (ranks, hosts, evidence, problems, caches), so memory stays flat whateve
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from ncdoc.evidence import nccl_log_patterns as P
-from ncdoc.evidence.citation import PER_KIND, Evidence, EvidenceBook
-from ncdoc.evidence.nccl_log import LogFacts
+from ncdoc.evidence.nccl_log_info import channel_tails, handle_info
+from ncdoc.evidence.nccl_log_merge import build_facts
+from ncdoc.evidence.nccl_log_model import LogFacts
 from ncdoc.evidence.nccl_log_net import SEEN as _SEEN
 from ncdoc.evidence.nccl_log_net import apply_cached as _apply
-from ncdoc.evidence.nccl_log_info import channel_tails, handle_info
+from ncdoc.evidence.nccl_log_state import ScanState
 
-MAX_RANKS = 4096
-MAX_HOSTS = 4096
 _CACHEABLE = 512          # longer messages are read each time rather than kept as cache keys
-
-
-class RankTally:
-    __slots__ = ("host", "pid", "dev", "ranks", "version", "using", "assigned", "ib_devices", "bootstrap",
-                 "init_start", "init_complete", "warns", "socket", "no_device")
-
-    def __init__(self, host: str, pid: str | None, dev: int | None):
-        self.host, self.pid, self.dev = host, pid, dev
-        self.ranks: set[int] = set()
-        self.version = self.using = self.assigned = self.bootstrap = None
-        self.ib_devices: list[str] = []
-        self.init_start = self.init_complete = self.warns = 0
-        self.socket = self.no_device = False
-
-
-class CommTally:
-    __slots__ = ("nranks", "nnodes", "local_ranks", "start", "complete", "destroyed", "started", "completed")
-
-    def __init__(self, nranks: int):
-        self.nranks = nranks
-        self.nnodes = self.local_ranks = None
-        self.start = self.complete = self.destroyed = 0
-        self.started: set[int] = set()
-        self.completed: set[int] = set()
 
 
 class LogScanner:
     """Feed blocks of whole lines (bytes ending in a newline); call result() at the end."""
 
     def __init__(self) -> None:
-        self.lines = self.recognised = self.warns = 0
-        self.book = EvidenceBook()
-        self.versions: Counter[str] = Counter()
-        self.cuda_build: str | None = None
-        self.cuda_driver: str | None = None
-        self.ranks: dict[str, RankTally] = {}
-        self.procs: dict[str, RankTally] = {}          # host:pid -> first rank seen of that process
-        self.hosts: dict[str, None] = {}
-        self.extra_hosts = 0
+        self.state = ScanState()                     # the facts read so far
         self.pre_cache: dict[bytes, tuple] = {}      # raw prefix -> (Prefix, RankTally | None)
         self.msg_cache: dict[bytes, tuple] = {}      # INFO message already read -> what to re-apply
         self.cite_cached = {"no_device": "ib_no_device", "using": "transport", "version": "nccl_version",
                             "bootstrap": "bootstrap", "ib_using": "net_devices", "socket": "socket_devices"}
-        self.using: Counter[str] = Counter()
-        self.ib_devices: dict[str, dict] = {}
-        self.socket_devices: dict[str, dict] = {}
-        self.ib_speed: dict[str, int] = {}
-        self.relaxed: bool | None = None
-        self.no_device_hosts: dict[str, None] = {}
-        self.no_device = 0
-        self.plugin: dict = {"requested": None, "missing": [], "loaded": {}, "collnet": {}, "paths": {},
-                             "initialized": {}, "assigned": {}, "internal": None, "ofi_version": None,
-                             "ofi_provider": None, "ofi_nics": None}
-        self.ifaces: dict[tuple, dict] = {}
-        self.env: dict[str, str] = {}
-        self.env_values: dict[str, dict[str, None]] = {}
-        self.tails: Counter[bytes] = Counter()
-        self.tail_info: dict[bytes, tuple] = {}
-        self.gdr_ranks_off: dict[str, None] = {}
-        self.gdr_dirs_off: dict[str, None] = {}
-        self.hca_gdr: dict[str, bool] = {}
-        self.pairs_seen: dict[str, bool] = {}     # distinct per GPU/NIC GDR decisions
-        self.off_reasons: dict[str, None] = {}
-        self.ring_gdr: Counter[str] = Counter()
-        self.dma_buf: bool | None = None
-        self.nchannels: int | None = None
-        self.channel_summary: tuple | None = None
-        self.nvls: bool | None = None
-        self.comms: dict[str, CommTally] = {}
-        self.comm_ptrs: dict[tuple, str] = {}       # (host, pid, comm pointer) -> commId
-        self.problems: dict[str, list] = {}
-        self.problem_counts: Counter[str] = Counter()
-        self.last_problem: dict[tuple, dict] = {}
-        self.results: Counter[str] = Counter()
-        self.trace_seen: set[tuple] = set()
-        self.result_sources: dict[str, dict[str, int]] = {}   # result -> source file of its first trace
-        self.algo_env: dict[str, str] = {}
-        self.algo_matrix = False
-        self.algo_picks: Counter[str] = Counter()
-        self.gid_index: Counter[str] = Counter()
-        self.mtu: Counter[str] = Counter()
-        self.cross_nic: set[int] = set()
-        self.nvswitch: dict[str, None] = {}
         self.follow = 0                              # framework follow-up lines still to read
         self.result_line = 0                         # the line an ncclXxxError name was last counted from
         self.tail = b""                              # the last bytes of the previous blocks
@@ -114,11 +40,12 @@ class LogScanner:
     # ------------------------------------------------------------ blocks
 
     def feed(self, block: bytes) -> None:
-        base = self.lines
+        st = self.state
+        base = st.lines
         pos = self._follow_up(block, 0, base + 1) if self.follow else 0
         tails = Counter(P.VIA.findall(block))
         if tails:
-            channel_tails(self, tails, block, base)
+            channel_tails(st, tails, block, base)
         agg = Counter(P.AGG.findall(block))
         if agg:
             self._aggregated(agg, block, base)
@@ -172,15 +99,15 @@ class LogScanner:
                 if cached is not None:                  # read before: skip parsing it again
                     if cached is not _SEEN:
                         if cached[0] == "trace":
-                            self.trace(got[0], cached[1])
+                            st.trace(got[0], cached[1])
                             continue
-                        _apply(self, got[1], cached)
+                        _apply(st, got[1], cached)
                         cite = self.cite_cached.get(cached[0])
                         if cite is not None:            # quote a few more ranks' lines
                             nl += count(b"\n", counted, ls)
                             counted = ls
-                            self.book.add(cite, base + nl + 1, block[ls:le].decode("utf-8", "replace"))
-                            if not self.book.wants(cite):
+                            st.book.add(cite, base + nl + 1, block[ls:le].decode("utf-8", "replace"))
+                            if not st.book.wants(cite):
                                 del self.cite_cached[cached[0]]
                     continue
                 nl += count(b"\n", counted, ls)
@@ -200,16 +127,16 @@ class LogScanner:
                 self._framework(block[ls:le].decode("utf-8", "replace").rstrip("\r"), base + nl + 1)
                 if self.follow:
                     pos = self._follow_up(block, le + 1, base + nl + 2)
-        self.recognised += matched
-        self.lines = base + count(b"\n")
+        st.recognised += matched
+        st.lines = base + count(b"\n")
         self.tail = block[-_LOOK_BACK:] if len(block) >= _LOOK_BACK else (self.tail + block)[-_LOOK_BACK:]
 
     def _aggregated(self, agg: Counter, block: bytes, base: int) -> None:
         """Messages counted by AGG: read each distinct one once, then only count it."""
-        msg_cache = self.msg_cache
+        st, msg_cache = self.state, self.msg_cache
         fresh = []
         for msg, n in agg.items():
-            self.recognised += n
+            st.recognised += n
             cached = msg_cache.get(msg)
             if cached is None:
                 at, end = block.find(b"NCCL INFO " + msg), 10 + len(msg)
@@ -217,7 +144,7 @@ class LogScanner:
                     at = block.find(b"NCCL INFO " + msg, at + 1)
                 fresh.append((at + 3, msg, n))        # + 3: the "L" of "NCCL", where SCAN's offsets point
             elif cached is not _SEEN:
-                _apply(self, None, cached, n)
+                _apply(st, None, cached, n)
         counted = nl = 0
         for at, msg, n in sorted(fresh):
             ls = block.rfind(b"\n", 0, at) + 1
@@ -227,7 +154,7 @@ class LogScanner:
             raw = block[max(ls, at - 259):at - 3]
             got = self.pre_cache.get(raw) or self._prefix(raw)
             text = block[ls:le if le >= 0 else len(block)].decode("utf-8", "replace").rstrip("\r")
-            cached = handle_info(self, got[0], got[1], msg[:P.MAX_MESSAGE].decode("utf-8", "replace"),
+            cached = handle_info(st, got[0], got[1], msg[:P.MAX_MESSAGE].decode("utf-8", "replace"),
                                  base + nl + 1, text)
             cached = _SEEN if cached is None else cached
             if len(msg_cache) > 16384:
@@ -235,20 +162,20 @@ class LogScanner:
             if len(msg) <= _CACHEABLE:
                 msg_cache[msg] = cached
             if n > 1 and cached is not _SEEN:
-                _apply(self, None, cached, n - 1)
+                _apply(st, None, cached, n - 1)
 
     def _prefix(self, raw: bytes) -> tuple:
         """(Prefix, RankTally or None) for the text before "NCCL INFO|WARN", cached per distinct prefix."""
         if len(self.pre_cache) > 8192:
             self.pre_cache.clear()
         pre = P.parse_prefix(raw.decode("utf-8", "replace"))
-        got = self.pre_cache[raw] = (pre, self._rank(pre))
+        got = self.pre_cache[raw] = (pre, self.state.rank_of(pre))
         return got
 
     def _info(self, got: tuple, msg_raw: bytes, block: bytes, ls: int, le: int, lineno: int) -> None:
         msg = msg_raw.decode("utf-8", "replace").rstrip("\r")
         text = block[ls:le].decode("utf-8", "replace").rstrip("\r")
-        cache_as = handle_info(self, got[0], got[1], msg, lineno, text)
+        cache_as = handle_info(self.state, got[0], got[1], msg, lineno, text)
         if cache_as is not None and len(msg_raw) <= _CACHEABLE:
             if len(self.msg_cache) > 16384:
                 self.msg_cache.clear()
@@ -256,12 +183,12 @@ class LogScanner:
 
     def _warn(self, got: tuple, msg_raw: bytes, block: bytes, ls: int, le: int, lineno: int) -> None:
         pre, rank = got
-        self.warns += 1
+        self.state.warns += 1
         if rank:
             rank.warns += 1
         msg = msg_raw.decode("utf-8", "replace").rstrip("\r")
         text = block[ls:le].decode("utf-8", "replace").rstrip("\r")
-        self.problem(P.classify_error(msg) or _UNCLASSIFIED, msg, "WARN", pre, rank, lineno, text)
+        self.state.problem(P.classify_error(msg) or _UNCLASSIFIED, msg, "WARN", pre, rank, lineno, text)
 
     def _follow_up(self, block: bytes, pos: int, lineno: int) -> int:
         """Read the lines after a framework "NCCL error" or an empty "Last error:" line: the message
@@ -283,7 +210,7 @@ class LogScanner:
             elif line and not named:        # ncclGetLastError's text without its "Last error:" line
                 cls = P.classify_error(P.untag(line))
                 if cls is not None and cls.kind != "nccl_error":
-                    self.problem(cls, P.untag(line), "last_error", P.Prefix(), None, lineno, line)
+                    self.state.problem(cls, P.untag(line), "last_error", P.Prefix(), None, lineno, line)
             pos, lineno = le + 1, lineno + 1
         return pos
 
@@ -297,7 +224,7 @@ class LogScanner:
 
     def _last_error_text(self, msg: str, text: str, lineno: int) -> None:
         # ncclGetLastError is the last WARN's message: kept even when no pattern names it
-        self.problem(P.classify_error(msg) or _UNCLASSIFIED, msg, "last_error", P.Prefix(), None, lineno, text)
+        self.state.problem(P.classify_error(msg) or _UNCLASSIFIED, msg, "last_error", P.Prefix(), None, lineno, text)
 
     def _result_before(self, block: bytes, ls: int, lineno: int) -> None:
         """The ncclXxxError line a framework prints just before "Last error:" (one of the two lines above)."""
@@ -316,86 +243,26 @@ class LogScanner:
             return False
         if lineno != self.result_line:      # read as a follow-up and again above a "Last error:"
             self.result_line = lineno
-            self.results[m.group(1)] += 1
-            self.book.add("nccl_result", lineno, line)
+            self.state.results[m.group(1)] += 1
+            self.state.book.add("nccl_result", lineno, line)
         return True
 
     # ------------------------------------------------------------ per-line facts
 
-    def _rank(self, pre: P.Prefix) -> RankTally | None:
-        if not pre.host:
-            return None
-        key = pre.rank_key
-        rank = self.ranks.get(key)
-        if rank is None:
-            if pre.host not in self.hosts:
-                if len(self.hosts) < MAX_HOSTS:
-                    self.hosts[pre.host] = None
-                else:
-                    self.extra_hosts += 1
-            if len(self.ranks) >= MAX_RANKS:
-                return None
-            rank = self.ranks[key] = RankTally(pre.host, pre.pid, pre.dev)
-            self.procs.setdefault(f"{pre.host}:{pre.pid}", rank)
-        return rank
-
     def _framework(self, text: str, lineno: int) -> None:
         m = P.VERSION.search(text)
         if m and "Mismatched" not in text:
-            self.version(None, m, lineno, text)
+            self.state.version(None, m, lineno, text)
         cls = P.classify_error(text)
         if cls and cls.kind != "warn":
-            self.problem(cls, text.strip(), "framework", P.Prefix(), None, lineno, text)
+            self.state.problem(cls, text.strip(), "framework", P.Prefix(), None, lineno, text)
         if "NCCL error" in text:
             self.follow, self.follow_last_error = P.FOLLOW_UP, False
-
-    def version(self, rank: RankTally | None, m: re.Match, lineno: int, text: str) -> None:
-        self.versions[m.group(1)] += 1
-        if m.group(3) and not self.cuda_build:
-            self.cuda_build = m.group(3)
-        if rank:
-            rank.version = m.group(1)
-        self.book.add("nccl_version", lineno, text)
-
-    def problem(self, cls: P.Classified, msg: str, level: str, pre: P.Prefix, rank: RankTally | None,
-                 lineno: int, text: str) -> None:
-        self.problem_counts[cls.kind] += 1
-        kept = self.problems.setdefault(cls.kind, [])
-        if len(kept) < PER_KIND:
-            details = dict(cls.details)
-            if level in ("WARN", "last_error", "framework"):
-                details["before_init_complete"] = not any(c.complete for c in self.comms.values())
-            entry = {"kind": cls.kind, "meaning": cls.meaning, "message": msg.strip()[:300], "level": level,
-                     "code": cls.code, "code_name": cls.code_name, "details": details, "host": pre.host,
-                     "rank": pre.rank_key, "source_file": pre.file, "evidence": Evidence.of(lineno, text)}
-            kept.append(entry)
-            if pre.host:
-                if len(self.last_problem) > 4096:
-                    self.last_problem.clear()
-                self.last_problem[(pre.host, pre.pid, pre.tid)] = entry
-        if pre.file and "nvls" in pre.file.lower():
-            self.nvswitch.setdefault(f"{cls.kind} in {pre.file}", None)
-
-    def trace(self, pre: P.Prefix, tr: tuple[str, int, int]) -> None:
-        """`file.cc:123 -> 2`: the error a call returned, traced up the stack."""
-        path, code = tr[0], tr[2]
-        key = (pre.host, pre.pid, pre.tid, code)
-        if key not in self.trace_seen and len(self.trace_seen) < 65536:
-            self.trace_seen.add(key)
-            name = P.NCCL_RESULT.get(code, (f"ncclResult {code}", ""))[0]
-            self.results[name] += 1
-            where = self.result_sources.setdefault(name, {})
-            if len(where) < 16:
-                where[path] = where.get(path, 0) + 1
-        entry = self.last_problem.get((pre.host, pre.pid, pre.tid))
-        if entry is not None and "bootstrap" in path.lower():
-            entry["details"]["phase"] = "bootstrap"
 
     # ------------------------------------------------------------ the end
 
     def result(self, source: str = "") -> LogFacts:
-        from ncdoc.evidence.nccl_log_merge import build_facts
-        return build_facts(self, source)
+        return build_facts(self.state, source)
 
 
 _UNCLASSIFIED = P.Classified("warn", "an NCCL warning")
