@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ncdoc.evidence.citation import Evidence
+from ncdoc.evidence.citation import Citation
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class SocketIface:
     classification: str                # "ok" | "loopback" | "link_local" | "virtual"
     kind: str                          # NetIf.kind guessed from the name: physical, loopback, docker, virbr, bond...
     hosts: tuple[str, ...]
-    evidence: Evidence
+    evidence: Citation
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Problem:
     host: str | None = None
     rank: str | None = None            # host:pid:dev
     source_file: str | None = None     # NCCL source file:line of a WARN ("transport/nvls.cc:223")
-    evidence: Evidence | None = None
+    evidence: Citation | None = None
 
 
 @dataclass(frozen=True)
@@ -73,7 +73,7 @@ class GdrFacts:
     directions_off: tuple[str, ...] = ()  # "send" (GDR read) | "receive" (GDR write)
     ring_flags: dict[str, int] = field(default_factory=dict)   # "Connected all rings ... GDR n" -> lines
     dma_buf: bool | None = None        # "DMA-BUF is available on GPU device n" seen
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[Citation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -133,7 +133,7 @@ class PluginFacts:
     ofi_version: str | None = None
     ofi_provider: str | None = None
     ofi_nics: int | None = None
-    evidence: tuple[Evidence, ...] = ()
+    evidence: tuple[Citation, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -179,7 +179,7 @@ class LogFacts:
     cross_nic: tuple[int, ...] = ()    # crossNic values of the graph search lines
     cloud: dict[str, Any] = field(default_factory=dict)           # {"aws": bool, "reasons": [...]}
     nvswitch_context: tuple[str, ...] = ()  # why NVSwitch/NVLS is involved, when it is
-    evidence: dict[str, tuple[Evidence, ...]] = field(default_factory=dict)
+    evidence: dict[str, tuple[Citation, ...]] = field(default_factory=dict)
 
     def problems_of(self, kind: str) -> tuple[Problem, ...]:
         return tuple(p for p in self.problems if p.kind == kind)

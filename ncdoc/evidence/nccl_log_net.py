@@ -8,7 +8,7 @@ from __future__ import annotations
 
 
 from ncdoc.evidence import nccl_log_patterns as P
-from ncdoc.evidence.citation import Evidence
+from ncdoc.evidence.citation import Citation
 from ncdoc.evidence.interfaces import classify
 from ncdoc.evidence.nccl_log_state import RankTally, ScanState
 
@@ -87,7 +87,7 @@ def remember_iface(st: ScanState, name: str, addr: str | None, role: str, pre: P
         if len(st.ifaces) >= 256:
             return None
         cls, kind = classify(name, addr)
-        d = st.ifaces[key] = {"class": cls, "kind": kind, "hosts": {}, "evidence": Evidence.of(lineno, text)}
+        d = st.ifaces[key] = {"class": cls, "kind": kind, "hosts": {}, "evidence": Citation.of(lineno, text)}
     if pre.host and len(d["hosts"]) < _SMALL:
         d["hosts"].setdefault(pre.host, None)
     return key

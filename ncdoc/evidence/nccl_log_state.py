@@ -13,7 +13,7 @@ import re
 from collections import Counter
 
 from ncdoc.evidence import nccl_log_patterns as P
-from ncdoc.evidence.citation import PER_KIND, Evidence, EvidenceBook
+from ncdoc.evidence.citation import PER_KIND, Citation, CitationBook
 
 MAX_RANKS = 4096
 MAX_HOSTS = 4096
@@ -48,7 +48,7 @@ class ScanState:
 
     def __init__(self) -> None:
         self.lines = self.recognised = self.warns = 0
-        self.book = EvidenceBook()
+        self.book = CitationBook()
         self.versions: Counter[str] = Counter()
         self.cuda_build: str | None = None
         self.cuda_driver: str | None = None
@@ -133,7 +133,7 @@ class ScanState:
                 details["before_init_complete"] = not any(c.complete for c in self.comms.values())
             entry = {"kind": cls.kind, "meaning": cls.meaning, "message": msg.strip()[:300], "level": level,
                      "code": cls.code, "code_name": cls.code_name, "details": details, "host": pre.host,
-                     "rank": pre.rank_key, "source_file": pre.file, "evidence": Evidence.of(lineno, text)}
+                     "rank": pre.rank_key, "source_file": pre.file, "evidence": Citation.of(lineno, text)}
             kept.append(entry)
             if pre.host:
                 if len(self.last_problem) > 4096:

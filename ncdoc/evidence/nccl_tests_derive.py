@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from typing import Any
 
-from ncdoc.evidence.citation import EvidenceBook
+from ncdoc.evidence.citation import CitationBook
 from ncdoc.evidence.nccl_tests_model import Device, NcclTestsFacts, Row
 
 
@@ -31,7 +31,7 @@ def nccl_version_from_code(code: int) -> str | None:
 
 
 def derive(f: dict, rows: list[Row], devices: list[Device], columns: tuple, per_iter: bool, timestamps: bool,
-           cputime: bool, book: EvidenceBook, source: str, fmt: str, wrong_hint: str | None) -> NcclTestsFacts:
+           cputime: bool, book: CitationBook, source: str, fmt: str, wrong_hint: str | None) -> NcclTestsFacts:
     """The facts every reader shares: peak, #wrong totals, ranks and hosts, bus factor."""
     peak = (None, None, None, None)
     wrong_vals: list[float] = []

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ncdoc.evidence.citation import EvidenceBook
+from ncdoc.evidence.citation import CitationBook
 from ncdoc.evidence.nccl_tests_derive import collective_name, derive, nccl_version_from_code
 from ncdoc.evidence.nccl_tests_model import Device, GroupResult, NcclTestsFacts, Row
 
@@ -54,7 +54,7 @@ def facts_from_json(data: str | dict, source: str = "") -> NcclTestsFacts:
             data = {}
     if not isinstance(data, dict):
         data = {}
-    book = EvidenceBook()
+    book = CitationBook()
     f: dict[str, Any] = {"runs": 1 if data.get("results") is not None else 0, "headers": 0, "table_headers": 0,
                          "summaries": 0, "device_listings": 0, "nccl_lines": 0, "errors": [], "avg": [],
                          "truncation": [], "_wrong_json": True}

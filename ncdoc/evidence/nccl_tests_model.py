@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ncdoc.evidence.citation import Evidence
+from ncdoc.evidence.citation import Citation
 
 
 @dataclass(frozen=True)
@@ -133,8 +133,8 @@ class NcclTestsFacts:
     run_summaries: tuple[dict[str, Any], ...] = ()      # per run: ranks, hosts, pids, rows, peak, average
     failures: tuple[Failure, ...] = ()  # "Test CUDA/NCCL failure" and " .. Test failure" lines, in order
     failures_seen: int = 0             # all failure lines, also those not kept in `failures`
-    failure_note: Evidence | None = None   # the free-text line that explains the first failure
-    evidence: dict[str, tuple[Evidence, ...]] = field(default_factory=dict)
+    failure_note: Citation | None = None   # the free-text line that explains the first failure
+    evidence: dict[str, tuple[Citation, ...]] = field(default_factory=dict)
 
     def to_facts(self) -> dict[str, Any]:
         """The JSON object `ncdoc triage` copies into its "facts" (keys in the module docstring)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ncdoc.evidence.citation import Evidence, EvidenceBook
+from ncdoc.evidence.citation import Citation, CitationBook
 from ncdoc.evidence.error_codes import NCCL_RESULT, NCCL_RESULT_BY_TEXT, cuda_error
 from ncdoc.evidence.nccl_tests_derive import collective_name, derive, nccl_version_from_code
 from ncdoc.evidence.nccl_tests_model import Device, Failure, GroupResult, NcclTestsFacts, Row
@@ -50,7 +50,7 @@ _NOTE = re.compile(r"^(?![$>+] ).*[A-Za-z]{3}")
 
 class TextParser:
     def __init__(self) -> None:
-        self.book = EvidenceBook()
+        self.book = CitationBook()
         self.f: dict[str, Any] = {"runs": 0, "headers": 0, "table_headers": 0, "summaries": 0, "device_listings": 0,
                                   "nccl_lines": 0, "config": {}, "errors": [], "avg": [], "truncation": []}
         self.rows: list[Row] = []
@@ -64,7 +64,7 @@ class TextParser:
         self.failures: list[Failure] = []
         self.failures_seen = 0
         self.free_text: list[tuple[int, str]] = []   # free-text lines since the last table/comment line
-        self.note: Evidence | None = None
+        self.note: Citation | None = None
 
     def line(self, number_: int, raw: str) -> None:
         if "NCCL INFO" in raw or "NCCL WARN" in raw or "NCCL TRACE" in raw:
@@ -102,7 +102,7 @@ class TextParser:
         self.failures_seen += 1
         if not self.failures:
             note = next((x for x in self.free_text if _NOTE.match(x[1])), None)
-            self.note = Evidence.of(*note) if note else None
+            self.note = Citation.of(*note) if note else None
         if len(self.failures) < MAX_FAILURES:
             self.failures.append(failure)
         self.book.add("failure", failure.line, failure.text)
