@@ -75,10 +75,9 @@ def _d(**kw: object) -> Details:
     return tuple((k, str(v)) for k, v in kw.items() if v not in (None, ""))
 
 
-# Kinds that describe what a probe found (a library or device absent, a value ignored, a slower search),
-# not a failure of the job: a WARN of these kinds is no observed failure.
-NOT_FAILURE_KINDS = frozenset({"ibverbs_missing", "ib_no_device", "net_plugin_missing", "plugin_not_found",
-                               "env_invalid_value", "topo_search_fallback", "p2p_disabled_nvlink"})
+# Kinds that describe what a probe found (a library absent, a value ignored, a slower search), not a
+# failure of the job: a WARN of these kinds is no observed failure.
+NOT_FAILURE_KINDS = frozenset({"ibverbs_missing", "env_invalid_value", "topo_search_fallback", "p2p_disabled_nvlink"})
 
 
 def is_failure_kind(kind: str) -> bool:
