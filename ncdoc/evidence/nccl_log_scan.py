@@ -6,6 +6,10 @@ is read once, and SCAN finds the lines read one by one with the rank that printe
 (WARNs, versions, network choices, comm lifecycle, error traces, and the error text frameworks
 print around NCCL's: "NCCL error", ncclXxxError names, "Last error:"). Everything kept is
 bounded (ranks, hosts, evidence, problems, caches), so memory stays flat whatever the log size.
+
+The facts read go into one ScanState (nccl_log_state), which the line handlers receive; the
+scanner keeps only what reading needs: its caches, the follow-up lines still due, the tail of the
+previous block.
 """
 
 from __future__ import annotations
