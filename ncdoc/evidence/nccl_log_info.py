@@ -18,7 +18,6 @@ from ncdoc.evidence.nccl_log_net import (
 )
 from ncdoc.evidence.nccl_log_state import CommTally, RankTally, ScanState
 
-
 _CROSS_NIC = re.compile(r"crossNic (\d+)")
 MAX_SMALL = 64            # small sets: ranks and directions without GDR
 

@@ -17,7 +17,6 @@ from ncdoc.evidence.nccl_log_model import (
 )
 from ncdoc.evidence.nccl_log_state import RankTally, ScanState
 
-
 _AWS_HOST = re.compile(r"^ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.|$)")
 _MAX_RANKS_OUT = 4096
 

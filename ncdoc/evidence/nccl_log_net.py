@@ -6,12 +6,10 @@ Also the per-rank re-application of cached facts (apply_cached): a message every
 
 from __future__ import annotations
 
-
 from ncdoc.evidence import nccl_log_patterns as P
 from ncdoc.evidence.citation import Citation
 from ncdoc.evidence.interfaces import classify
 from ncdoc.evidence.nccl_log_state import RankTally, ScanState
-
 
 SEEN = ("seen",)          # cache marker: a message whose facts do not depend on the rank printing it
 _SMALL = 64
