@@ -386,35 +386,31 @@ LOG_PROBLEMS: tuple[ProblemKind, ...] = (
 )
 
 
-# The rows as plain tuples, read in the loop below without attribute lookups (it runs for every
-# distinct WARN and error line).
-_ROWS = tuple((r.phrases, r.also, r.starts, r.pattern, r.decide, r) for r in LOG_PROBLEMS)
+# (phrases, row) pairs: the loop below rejects most rows on their phrases alone, without an
+# attribute lookup (it runs for every distinct WARN and error line).
+_ROWS = tuple((r.phrases, r) for r in LOG_PROBLEMS)
 
 
 @lru_cache(maxsize=4096)
 def _classify(msg: str) -> Classified | None:
-    for phrases, also, starts, pattern, decide, row in _ROWS:
+    for phrases, row in _ROWS:
         if phrases:
             for p in phrases:
                 if p in msg:
                     break
             else:
                 continue
-        if also:
-            for p in also:
-                if p in msg:
-                    break
-            else:
-                continue
-        if starts and not msg.startswith(starts):
+        if row.also and not any(p in msg for p in row.also):
+            continue
+        if row.starts and not msg.startswith(row.starts):
             continue
         m = None
-        if pattern is not None:
-            m = pattern.search(msg)
+        if row.pattern is not None:
+            m = row.pattern.search(msg)
             if m is None:
                 continue
-        if decide is not None:
-            found = decide(msg, m)
+        if row.decide is not None:
+            found = row.decide(msg, m)
             if found is not None:
                 return found
             continue
