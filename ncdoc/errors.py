@@ -42,16 +42,3 @@ class RunnerError(NcdocError):
 
     exit_code = 3
 
-
-def read_text(path, what: str = "file") -> str:
-    """A user-given file's text, or an InputError naming the file and why it cannot be read."""
-    p = str(path)
-    try:
-        with open(p, encoding="utf-8") as fh:
-            return fh.read()
-    except FileNotFoundError:
-        raise InputError("no such file", path=p) from None
-    except IsADirectoryError:
-        raise InputError(f"is a directory, not {what}", path=p) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("cannot read file", path=p, cause=str(exc)) from None

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import sys
 
-from ncdoc.errors import InputError, read_text
+from ncdoc.errors import InputError
 from ncdoc.startup.json_load import loads   # json's C scanner without json.decoder's `re`
 from ncdoc.startup.record import field, record
 from ncdoc.startup import record as _record
@@ -354,8 +354,9 @@ class Snapshot:
 
     @classmethod
     def load(cls, path) -> "Snapshot":
-        p = str(path)
-        text = read_text(p, "a snapshot file")
+        from ncdoc.readers.textfile import display_name, read_user_text
+        p = display_name(path)
+        text = read_user_text(path, "a snapshot file")
         try:
             data = loads(text)
         except ValueError as exc:

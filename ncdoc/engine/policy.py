@@ -82,14 +82,9 @@ class Policy:
 
 def _read_structured(path: str):
     """YAML (with line numbers), JSON or TOML, by suffix."""
+    from ncdoc.readers.textfile import read_user_text
     path = str(path)
-    try:
-        with open(path, encoding="utf-8") as fh:
-            text = fh.read()
-    except FileNotFoundError:
-        raise InputError("no such file", path=str(path)) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputError("cannot read file", path=str(path), cause=str(exc)) from None
+    text = read_user_text(path, "a policy pack or config", empty_ok=True)   # an empty config sets nothing
     if path.endswith(".json"):
         from ncdoc.startup.json_load import loads
         try:

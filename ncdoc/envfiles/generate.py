@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ncdoc.nccl.parse import version_tuple
 from ncdoc.snapshot import Gid, Hca, NetIf, Snapshot
+from ncdoc.topology import natural_key
 
 
 @dataclass(frozen=True)
@@ -34,14 +36,6 @@ class GeneratedEnv:
 
 _FAST_PATHS = ("NV", "PIX", "PXB")
 
-
-def _version_tuple(v: str | None) -> tuple[int, ...] | None:
-    if not v:
-        return None
-    try:
-        return tuple(int(x) for x in v.split("+")[0].split(".")[:3])
-    except ValueError:
-        return None
 
 
 def _active_ports(hca: Hca) -> list[int]:
@@ -97,14 +91,9 @@ def compute_hcas(snapshot: Snapshot) -> tuple[list[tuple[str, int]], list[str]]:
                 else:
                     ordered.append(n)
     else:
-        ordered = sorted(usable, key=_natural)
+        ordered = sorted(usable, key=natural_key)
     pairs = [(n, p) for n in ordered for p in _active_ports(usable[n])]
     return pairs, left_out
-
-
-def _natural(name: str) -> tuple:
-    import re
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", name))
 
 
 def _routable_v4(iface: NetIf) -> list[str]:
@@ -132,7 +121,7 @@ def bootstrap_interface(snapshot: Snapshot) -> tuple[NetIf | None, str]:
     # IPoIB for the control path: those share the HCA with the data path, and rail
     # addresses are often point-to-point (/31) subnets that other nodes cannot all reach.
     order = {"bond": 0, "physical": 1, "vlan": 2, "ipoib": 3}
-    candidates.sort(key=lambda i: (i.hca is not None, order.get(i.kind, 4), _natural(i.name)))
+    candidates.sort(key=lambda i: (i.hca is not None, order.get(i.kind, 4), natural_key(i.name)))
     return candidates[0], ""
 
 
@@ -174,7 +163,7 @@ def generate(snapshot: Snapshot, *, nccl_version: str | None = None) -> Generate
     if roce_ports:
         choices = {(h.name, p.num): _auto_gid(p.gids) for h, p in roce_ports}
         distinct = {c for c in choices.values() if c is not None}
-        vt = _version_tuple(version)
+        vt = version_tuple(version)
         if len(distinct) == 1:
             idx = distinct.pop()
             if vt is None or vt < (2, 21):

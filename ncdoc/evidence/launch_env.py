@@ -70,8 +70,8 @@ def parse_launch_env_in_run(lines: Iterable[str], source: str = "") -> LaunchEnv
 
 
 def parse_launch_env_file(path: str | Path) -> LaunchEnv:
-    from ncdoc.evidence.textfile import read_text_file
-    return parse_launch_env(read_text_file(path, what="launch file"), str(path))
+    from ncdoc.readers.textfile import read_user_text
+    return parse_launch_env(read_user_text(path, "a launch file"), str(path))
 
 
 def _json(text: str, reader: Collector) -> bool:

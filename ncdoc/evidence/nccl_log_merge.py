@@ -16,6 +16,8 @@ from ncdoc.evidence.nccl_log_model import (
     ChannelFacts, CommFacts, GdrFacts, LogFacts, NetDevice, PluginFacts, Problem, RankFacts, SocketIface,
 )
 from ncdoc.evidence.nccl_log_state import RankTally, ScanState
+from ncdoc.nccl.parse import version_tuple
+from ncdoc.topology import natural_key
 
 _AWS_HOST = re.compile(r"^ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.|$)")
 _MAX_RANKS_OUT = 4096
@@ -24,7 +26,7 @@ _MAX_RANKS_OUT = 4096
 def build_facts(st: ScanState, source: str) -> LogFacts:
     version = st.versions.most_common(1)[0][0] if st.versions else None
     # Sorted, not in first-seen order: the passes over a block meet ranks in different orders.
-    ranks = [_rank_facts(key, r, st) for key, r in sorted(st.ranks.items(), key=lambda kv: _natural(kv[0]))]
+    ranks = [_rank_facts(key, r, st) for key, r in sorted(st.ranks.items(), key=lambda kv: natural_key(kv[0]))]
     transports = Counter(r.transport for r in ranks if r.transport)
     transport = _transport(st, transports)
     if transport and not transports:
@@ -37,7 +39,7 @@ def build_facts(st: ScanState, source: str) -> LogFacts:
         recognised_lines=st.recognised,
         warn_lines=st.warns,
         nccl_version=version,
-        nccl_versions=tuple(sorted(st.versions, key=_vkey)),
+        nccl_versions=tuple(sorted(st.versions, key=lambda v: version_tuple(v) or ())),
         cuda_build=st.cuda_build,
         cuda_driver=st.cuda_driver,
         transport=transport,
@@ -62,7 +64,7 @@ def build_facts(st: ScanState, source: str) -> LogFacts:
         local_ranks=max((c.local_ranks for c in comms if c.local_ranks), default=None),
         init_start=sum(c.init_start for c in comms),
         init_complete=sum(c.init_complete for c in comms),
-        hosts=tuple(sorted(st.hosts, key=_natural)),
+        hosts=tuple(sorted(st.hosts, key=natural_key)),
         host_count=len(st.hosts) + st.extra_hosts,
         ranks=tuple(ranks[:_MAX_RANKS_OUT]),
         rank_count=len(st.ranks),
@@ -78,15 +80,6 @@ def build_facts(st: ScanState, source: str) -> LogFacts:
         nvswitch_context=_nvswitch(st),
         evidence=st.book.freeze(),
     )
-
-
-def _natural(text: str) -> tuple:
-    """node2 before node10."""
-    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text))
-
-
-def _vkey(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split(".") if x.isdigit())
 
 
 def _rank_facts(key: str, r: RankTally, st: ScanState) -> RankFacts:

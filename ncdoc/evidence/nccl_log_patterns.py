@@ -17,6 +17,7 @@ from functools import lru_cache
 # Re-exported: the scanner reads result names and classifies through this module.
 from ncdoc.evidence.error_codes import NCCL_RESULT  # noqa: F401
 from ncdoc.evidence.nccl_log_errors import MAX_MESSAGE, Classified, classify_error  # noqa: F401
+from ncdoc.nccl.parse import version_tuple
 
 # ---------------------------------------------------------------- block patterns (bytes)
 
@@ -205,11 +206,8 @@ _PATHS = (
 
 def path_name(distance: int, version: str | None) -> str | None:
     """The path type a GDR "distance" number stands for in `version`, or None when unknown."""
-    if not version:
-        return None
-    try:
-        vt = tuple(int(x) for x in version.split(".")[:2])
-    except ValueError:
+    vt = version_tuple(version)
+    if not vt:
         return None
     for since, names in _PATHS:
         if vt >= since:

@@ -39,8 +39,8 @@ def parse_nccl_tests_json(data: str | dict, source: str = "") -> NcclTestsFacts:
 def parse_nccl_tests_file(path: str | Path) -> NcclTestsFacts:
     """Facts from a saved nccl-tests output, text or JSON; InputError when unusable."""
     from ncdoc.errors import InputError
-    from ncdoc.evidence.textfile import read_text_file
-    text = read_text_file(path, what="nccl-tests output")
+    from ncdoc.readers.textfile import read_user_text
+    text = read_user_text(path, "nccl-tests output")
     head = text.lstrip()
     if head.startswith("{"):
         import json

@@ -32,6 +32,7 @@ from typing import Any
 import yaml
 
 from ncdoc.errors import InputError, UsageError
+from ncdoc.readers.yaml_lines import check_keys
 from ncdoc.examples.tree import (Built, NetDev, PciNode, Rdma, TreeWriter, auto_netdev_name, digest,
                                 expand_pci, guid_for, ib_hw_address, mac_for,
                                 write_netdev, write_pci, write_rdma, port_facts, ip_json)
@@ -122,12 +123,6 @@ def list_examples() -> list[tuple[str, str]]:
     return out
 
 
-def _check_keys(where: str, data: dict[str, Any], allowed: set[str]) -> None:
-    unknown = set(data) - allowed
-    if unknown:
-        raise InputError(f"{where}: unknown key(s) {', '.join(sorted(unknown))}")
-
-
 def load_spec(spec_or_name: dict[str, Any] | str | Path, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """A spec (dict, YAML file path or bundled example name) with its `base` overlays applied."""
     if isinstance(spec_or_name, dict):
@@ -147,13 +142,13 @@ def load_spec(spec_or_name: dict[str, Any] | str | Path, _seen: tuple[str, ...] 
         name = spec.get("name")
         spec = merge(load_spec(base, _seen + (base,)), spec)
         spec["name"] = name or spec.get("name")
-    _check_keys("machine spec", spec, SPEC_KEYS | {"name"})
+    check_keys(spec, SPEC_KEYS | {"name"}, "a machine spec", spec.get("name"))
     for addr, entry in (spec.get("devices") or {}).items():
         if entry is not None:
-            _check_keys(f"device {addr}", entry, DEVICE_KEYS)
+            check_keys(entry, DEVICE_KEYS, f"device {addr}", spec.get("name"))
     for name, entry in (spec.get("net") or {}).items():
         if entry is not None:
-            _check_keys(f"interface {name}", entry, NET_KEYS)
+            check_keys(entry, NET_KEYS, f"interface {name}", spec.get("name"))
     return spec
 
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ncdoc.probes.sysfs import SysfsReader, natural_key, numa_of, pci_address_of
+from ncdoc.probes.sysfs import SysfsReader, numa_of, pci_address_of
 from ncdoc.snapshot import Gid, Hca, HcaSection, Port, Status
+from ncdoc.topology import natural_key
 
 CLASS_DIR = "/sys/class/infiniband"
 IB_MTU = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}

@@ -145,11 +145,6 @@ def pci_address_of(path: str | None) -> str | None:
     return name if PCI_ADDRESS.match(name) else None
 
 
-def natural_key(name: str) -> list[object]:
-    """Sort key that puts mlx5_2 before mlx5_10, as ibv_devices and people do."""
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name)]
-
-
 def numa_of(value: int | None) -> int | None:
     """sysfs writes -1 for "no NUMA affinity"."""
     return value if value is not None and value >= 0 else None

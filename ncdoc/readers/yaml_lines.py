@@ -65,8 +65,9 @@ def key_line(obj: Any, key: str | None = None) -> int | None:
     return None
 
 
-def check_keys(obj, allowed, what: str, path: str, line: int | None = None) -> None:
-    """Reject a non-mapping or any key outside `allowed`, naming file, line and key."""
+def check_keys(obj, allowed, what: str, path: str | None, line: int | None = None, required=()) -> None:
+    """Reject a non-mapping, any key outside `allowed` or a missing `required` key, naming file, line
+    and key (the one check of a mapping's keys: packs, policies, configs, tuner data, machine specs)."""
     if not isinstance(obj, dict):
         raise InputError(f"{what} must be a mapping, got {type(obj).__name__}", path=path, line=line)
     allowed = set(allowed)
@@ -74,6 +75,9 @@ def check_keys(obj, allowed, what: str, path: str, line: int | None = None) -> N
         if k not in allowed:
             raise InputError(f"unknown key {k!r} in {what} (allowed: {', '.join(sorted(allowed))})",
                              path=path, line=key_line(obj, str(k)) or line)
+    for k in required:
+        if k not in obj:
+            raise InputError(f"{what} needs key {k!r}", path=path, line=key_line(obj) or line)
 
 
 __all__ = ["LineDict", "load_yaml", "key_line", "check_keys"]

@@ -9,17 +9,19 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
-from ncdoc.errors import InputError, read_text
-from ncdoc.readers.yaml_lines import LineDict, load_yaml
+from ncdoc.errors import InputError
+from ncdoc.readers.textfile import read_user_text
+# check_keys is the package's one check of a mapping's keys; the tuner's data files use it from here
+from ncdoc.readers.yaml_lines import LineDict, check_keys, load_yaml  # noqa: F401
 
 _SIZE = re.compile(r"\s*(\d+)\s*([KMGT]?)(i?B)?\s*\Z", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
 def load(path: str | Path) -> Any:
-    return loads(read_text(path, "a YAML data file"), str(path))
+    return loads(read_user_text(path, "a YAML data file"), str(path))
 
 
 def loads(text: str, path: str) -> Any:
@@ -33,21 +35,6 @@ def line_of(obj: Any, key: str | None = None, fallback: int | None = None) -> in
             return obj.key_lines[key]
         return obj.line
     return fallback
-
-
-def check_keys(obj: Any, allowed: Iterable[str], what: str, path: str, line: int | None = None,
-               required: Iterable[str] = ()) -> None:
-    """Reject a non-mapping, a key outside `allowed` or a missing required key."""
-    if not isinstance(obj, dict):
-        raise InputError(f"{what} must be a mapping, got {type(obj).__name__}", path=path, line=line)
-    allowed = set(allowed)
-    for k in obj:
-        if k not in allowed:
-            raise InputError(f"unknown key {k!r} in {what} (allowed: {', '.join(sorted(allowed))})",
-                             path=path, line=line_of(obj, k, line))
-    for k in required:
-        if k not in obj:
-            raise InputError(f"{what} needs key {k!r}", path=path, line=line_of(obj, None, line))
 
 
 def parse_size(value: Any, *, where: str, path: str, line: int | None) -> int:

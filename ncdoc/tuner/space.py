@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Iterable, Mapping
 
 from ncdoc.errors import UsageError
+from ncdoc.nccl.parse import version_tuple
 
 UNSET = "unset"
 FABRICS = ("ib", "roce", "socket")
@@ -23,10 +24,6 @@ CAPABILITIES = ("multi_node", "single_node", "multi_gpu", "one_gpu_per_node", "m
                 "nvls", "collnet", "rdma", "ib", "roce", "socket", "sm70", "sm80", "sm90", "sm100")
 CONSTRAINT_OPS = ("le", "product_le", "not_both")
 CONDITION_OPS = ("in", "not_in")
-
-
-def _vt(v: str) -> tuple[int, ...]:
-    return tuple(int(x) for x in v.split("+")[0].split(".")[:3] if x.isdigit())
 
 
 @dataclass(frozen=True)
@@ -157,7 +154,7 @@ class SearchSpace:
     def for_hardware(self, hw: Hardware, collectives: Iterable[str]) -> "SearchSpace":
         """The space narrowed to `hw` and the measured `collectives`; notes say what dropped out."""
         caps, colls, notes = hw.capabilities(), set(collectives), []
-        version = _vt(hw.nccl_version) if hw.nccl_version else None
+        version = version_tuple(hw.nccl_version)
 
         def fits(requires: tuple[str, ...], cols: tuple[str, ...], lo: str | None, hi: str | None) -> str | None:
             missing = [r for r in requires if r not in caps]
@@ -165,9 +162,9 @@ class SearchSpace:
                 return "needs " + ", ".join(missing)
             if cols and not colls.intersection(cols):
                 return "only affects " + ", ".join(cols)
-            if version and lo and version < _vt(lo):
+            if version and lo and version < (version_tuple(lo) or ()):
                 return f"needs NCCL >= {lo}"
-            if version and hi and version > _vt(hi):
+            if version and hi and version > (version_tuple(hi) or ()):
                 return f"removed after NCCL {hi}"
             return None
 

@@ -14,7 +14,8 @@ from ncdoc.probes.live import capture
 from ncdoc.probes.net import probe_net
 from ncdoc.probes.numa import probe_numa
 from ncdoc.probes.pci import probe_pci
-from ncdoc.probes.sysfs import SysfsReader, natural_key, pci_address_of
+from ncdoc.probes.sysfs import SysfsReader, pci_address_of
+from ncdoc.topology import natural_key
 from paths import SHARED
 
 SYSFS = SHARED / "sysfs"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ncdoc.nccl.parse import version_tuple
+
 # Index order as in NCCL (src/include/device.h, src/init.cc name tables).
 ALGOS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOS = ("LL", "LL128", "Simple")
@@ -193,12 +195,7 @@ def parse_version(text: str) -> tuple[int, int, int]:
     if s.isdigit() and len(s) >= 5:
         code = int(s)
         return (code // 10000, (code // 100) % 100, code % 100)
-    parts = []
-    for piece in s.replace("-", ".").replace("+", ".").split(".")[:3]:
-        digits = "".join(ch for ch in piece if ch.isdigit())
-        if not digits:
-            break
-        parts.append(int(digits))
+    parts = list(version_tuple(s) or ())[:3]
     if len(parts) < 2:
         raise ValueError(f"not an NCCL version: {text!r}")
     while len(parts) < 3:

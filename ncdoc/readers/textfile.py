@@ -1,0 +1,106 @@
+"""Reading a file the user named: the one reader, and the one test of "is this text".
+
+Every file a user gives ncdoc (a snapshot, an env file, a policy pack, a config, evidence for
+triage or topo, a tuner data file) is read here, so each cannot-use reason is one line that
+names the file, worded the same wherever it is read: missing, a directory, unreadable, too
+large, binary, not UTF-8 text, empty. "-" is standard input.
+
+On the `ncdoc check` path (its snapshot): only builtins, no pathlib or re.
+"""
+
+from __future__ import annotations
+
+from ncdoc.errors import InputError
+
+SAMPLE_BYTES = 65536         # bytes looked at to decide whether a file is text
+MAX_BYTES = 256 << 20        # a file read whole; larger evidence is streamed by its parser
+
+_CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\f\v\x1b") + b"\x7f"
+
+
+def binary_reason(sample: bytes) -> str | None:
+    """Why `sample` (the head of a file) is not text, or None when it is."""
+    if not sample:
+        return None
+    if b"\x00" in sample:
+        return "it is binary (it contains NUL bytes), not text"
+    controls = len(sample) - len(sample.translate(None, _CONTROL))
+    if controls > max(8, len(sample) // 100):
+        return "it is binary (control characters), not text"
+    # the last 3 bytes may be a character cut by the sample's end
+    text = (sample[:-3] if len(sample) > 3 else sample).decode("utf-8", "replace")
+    if text.count("\ufffd") > 4 + len(sample) // 1000:
+        return "it is binary or not UTF-8 text"
+    return None
+
+
+def display_name(path) -> str:
+    """How an error names the file: "<stdin>" for "-"."""
+    return "<stdin>" if str(path) == "-" else str(path)
+
+
+def open_user_file(path):
+    """The named file opened for reading bytes; InputError when it is missing, a directory or
+    cannot be opened. The caller closes it."""
+    name = str(path)
+    try:
+        return open(name, "rb")
+    except FileNotFoundError:
+        raise InputError("no such file", path=name) from None
+    except IsADirectoryError:
+        raise InputError("is a directory, not a file", path=name) from None
+    except PermissionError:
+        raise InputError("cannot read file (permission denied)", path=name) from None
+    except OSError as exc:
+        raise InputError("cannot read file", path=name, cause=exc.strerror or str(exc)) from None
+
+
+def read_user_bytes(path, limit: int | None = None) -> bytes:
+    """Up to `limit` bytes of the named file (all without one); "-" reads standard input."""
+    name = str(path)
+    if name == "-":
+        import sys
+        stream = sys.stdin.buffer
+        return stream.read() if limit is None else stream.read(limit)
+    with open_user_file(name) as fh:
+        try:
+            return fh.read() if limit is None else fh.read(limit)
+        except IsADirectoryError:               # some systems open a directory and fail on read
+            raise InputError("is a directory, not a file", path=name) from None
+        except OSError as exc:
+            raise InputError("cannot read file", path=name, cause=exc.strerror or str(exc)) from None
+
+
+def decode_text(raw: bytes, name: str, what: str = "text") -> str:
+    """`raw` as text (a UTF-8 BOM dropped); InputError when it is binary or not UTF-8."""
+    reason = binary_reason(raw[:SAMPLE_BYTES])
+    if reason:
+        raise InputError(f"cannot be read as {what}: {reason}", path=name)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        # a stray byte in a comment is tolerated; many are a file in another encoding
+        text = raw.decode("utf-8", "replace")
+        if text.count("\ufffd") > 4:
+            raise InputError(f"cannot be read as {what}: it is binary or not UTF-8 text", path=name) from None
+    return text[1:] if text[:1] == "\ufeff" else text
+
+
+def read_user_text(path, what: str = "text", *, empty_ok: bool = False, max_bytes: int = MAX_BYTES) -> str:
+    """The text of the file the user named ("-": standard input).
+
+    InputError, one line naming the file, when it is missing, a directory, unreadable, larger
+    than `max_bytes`, binary, not UTF-8 text, or (unless `empty_ok`) empty or blank. `what`
+    says what the file was meant to be ("an env file"), for the message."""
+    name = display_name(path)
+    raw = read_user_bytes(path, max_bytes + 1)
+    if len(raw) > max_bytes:
+        raise InputError(f"is larger than {max_bytes >> 20} MiB; too large for {what}", path=name)
+    text = decode_text(raw, name, what)
+    if not empty_ok and not text.strip():
+        raise InputError("is empty", path=name)
+    return text
+
+
+__all__ = ["SAMPLE_BYTES", "MAX_BYTES", "binary_reason", "display_name", "open_user_file", "read_user_bytes",
+           "decode_text", "read_user_text"]
