@@ -12,12 +12,21 @@ def add_node_arguments(parser) -> None:
     src.add_argument("--example", metavar="NAME", help="judge a bundled example machine (ncdoc demo lists them)")
 
 
-def add_env_arguments(parser) -> None:
+ENV_VALUE_HELP = ("NAME=VALUE exactly as exported (no spaces around NAME; NAME= sets it empty); "
+                  "repeatable, the later of two for a name wins")
+
+
+def add_env_option(parser, what: str) -> None:
+    """--env, the same option and the same parsing (envfiles/layers.parse_env_args) in every command."""
     parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="a variable the job will set (repeatable; beats files and the snapshot)")
+                        help=f"{what}: {ENV_VALUE_HELP}")
+
+
+def add_env_arguments(parser) -> None:
+    add_env_option(parser, "a variable the job will set, beating env files and the node's env")
     parser.add_argument("--env-file", action="append", default=[], metavar="FILE",
                         help="variables the job will set: nccl.conf format for *.conf, else shell "
-                             "KEY=VALUE / export lines (repeatable)")
+                             "KEY=VALUE / export lines (repeatable; a later file beats an earlier one)")
     parser.add_argument("--nccl-version", metavar="X.Y.Z", help="judge against this NCCL version")
 
 
@@ -42,7 +51,8 @@ def add_output_arguments(parser, formats: tuple[str, ...], default: str) -> None
     parser.add_argument("--format", choices=formats, default=None, help=f"output format (default {default})")
     parser.add_argument("--json", action="store_true", help="same as --format json")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto",
-                        help="colour the report (auto: on a terminal, unless NO_COLOR is set)")
+                        help="colour the report (auto: on a terminal, or wherever FORCE_COLOR is set; "
+                             "never where NO_COLOR is set)")
 
 
 def output_format(args, default: str) -> str:
@@ -53,50 +63,11 @@ def output_format(args, default: str) -> str:
     return args.format or default
 
 
-def load_node(args, *, live: bool = True):
-    """The Snapshot from --snapshot / --example, else the live node (or None when live is False)."""
-    if getattr(args, "snapshot", None):
-        from ncdoc.snapshot import Snapshot
-        return Snapshot.load(args.snapshot)
-    if getattr(args, "example", None):
-        try:
-            from ncdoc.examples.machines import load_example
-        except ModuleNotFoundError as exc:
-            if exc.name and exc.name.startswith("ncdoc"):
-                raise UsageError("bundled example machines are not available in this build") from None
-            raise
-        try:
-            return load_example(args.example)
-        except KeyError:
-            raise UsageError(f"no example machine named {args.example!r}") from None
-    if not live:
-        return None
-    try:
-        from ncdoc.probes.live import capture
-    except ModuleNotFoundError as exc:
-        if exc.name and exc.name.startswith("ncdoc"):
-            raise UsageError("live probing is not available in this build; pass --snapshot FILE") from None
-        raise
-    return capture()
-
-
-def env_overlay(args, base):
-    """The NcclEnv the job will see: --env and --env-file values over `base` (an NcclEnv or None)."""
-    if not args.env and not args.env_file:
-        return base
-    from ncdoc.envfiles.layers import layer, parse_assignments, read_env_file
-    from ncdoc.snapshot import EnvValue
-    cli = parse_assignments(args.env)
-    files = [v for f in args.env_file for v in read_env_file(f)]
-    if not cli and not files:
-        return base
-    top = [EnvValue(k, v, "cli:--env") for k, v in cli.items()]
-    lower = list(base.values) if base is not None else []
-    env = layer(top, files, lower, files=base.files if base is not None else ())
-    if base is not None and base.shadowed:
-        from ncdoc.snapshot import NcclEnv
-        env = NcclEnv(env.status, env.values, env.shadowed + base.shadowed, env.files)
-    return env
+def node_and_env(args) -> dict:
+    """--snapshot / --example / --env / --env-file as the node use cases take them
+    (ncdoc.usecases.node_context)."""
+    return {"snapshot": getattr(args, "snapshot", None), "example": getattr(args, "example", None),
+            "env": getattr(args, "env", None) or (), "env_files": getattr(args, "env_file", None) or ()}
 
 
 def selection(args, *, default_fail_on: str, families=None):
@@ -117,15 +88,3 @@ def nccl_version_arg(args) -> str | None:
     if not version_tuple(text):
         raise UsageError(f"--nccl-version wants a version such as 2.21.5, got {text!r}")
     return text
-
-
-def node_context(args, *, default_fail_on: str = "error"):
-    """The node (with --env applied), the rule selection and the Context that check, doctor
-    and lint's node mode all start from."""
-    from ncdoc.engine.rules import Context
-    snap = load_node(args)
-    env = env_overlay(args, snap.env)
-    if env is not snap.env:
-        snap = snap.replace(env=env)
-    sel = selection(args, default_fail_on=default_fail_on)
-    return snap, sel, Context(snapshot=snap, env=env, nccl_version=nccl_version_arg(args))

@@ -1,93 +1,46 @@
-"""Importers: pasted or saved node evidence -> the same Snapshot parts the probes produce.
+"""Importers: every input a user gives ncdoc, told by its kind and read; node evidence into the
+same Snapshot parts the probes produce.
 
-Node-evidence kinds: snapshot_json (ncdoc's own), nccl_topo_xml, hwloc_xml, topo_matrix
-(`nvidia-smi topo -m`), ibv_devinfo (also ibstat, ibstatus, show_gids). NCCL logs, nccl-tests
-output and env files are run evidence, read by their own parsers (triage, env readers).
+The kinds are one table (ncdoc/importers/kinds.py): node evidence (snapshot_json, nccl_topo_xml,
+hwloc_xml, topo_matrix for `nvidia-smi topo -m`, ibv_devinfo also for ibstat, ibstatus and
+show_gids), run evidence (nccl_log, nccl_tests) and launch material (env). import_text reads
+node evidence; triage reads every kind (Source in, Reading out: ncdoc/importers/inputs.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from ncdoc.errors import InputError
-from ncdoc.importers.detect import check_text, detect_ibv_tool, detect_kind, read_input
-from ncdoc.snapshot import (ABSENT, OK, Gid, GpuSection, Hca, HcaSection, Host, NcclEnv, NetSection,
-                            NumaSection, PciSection, Port, Snapshot, Status, Versions)
+from ncdoc.importers.detect import check_text, detect_ibv_tool
+from ncdoc.importers.inputs import Imported, Source, named
+from ncdoc.importers.kinds import NODE, NODE_KINDS, detect_kind, detect_sample, kind_named
+from ncdoc.snapshot import OK, ABSENT, Gid, Hca, HcaSection, PciSection, Port, Snapshot, Status
 
-NODE_KINDS = ("snapshot_json", "nccl_topo_xml", "hwloc_xml", "topo_matrix", "ibv_devinfo")
 _SECTIONS = ("host", "versions", "gpus", "hcas", "net", "pci", "numa", "env", "paths")
-_EMPTY = {"host": Host, "versions": Versions, "gpus": GpuSection, "hcas": HcaSection, "net": NetSection,
-          "pci": PciSection, "numa": NumaSection, "env": NcclEnv}
-
-
-@dataclass(frozen=True)
-class Imported:
-    """One evidence file read: the Snapshot parts it gave, and how the reading went."""
-    snapshot: Snapshot
-    kind: str                      # one of NODE_KINDS
-    tool: str | None = None        # for ibv_devinfo: "ibv_devinfo" | "ibstat" | "ibstatus" | "show_gids"
-    truncated: bool = False        # the text stopped mid-table/record; what was there is kept
-    notes: tuple[str, ...] = ()
-    source: str = ""               # "import:<kind>:<path>"
-
-
-def _only(source: str, kind: str, **sections) -> Snapshot:
-    """A Snapshot with the given sections; the others say they were not in this evidence."""
-    fill = {name: cls(status=Status.unknown(f"not in the {kind} evidence", source))
-            for name, cls in _EMPTY.items() if name not in sections}
-    return Snapshot(origin="import", **fill, **sections)
 
 
 def import_text(text: str, *, source: str = "<text>", kind: str | None = None) -> Imported:
     """Read node evidence from text (kind detected unless given); InputError for anything else."""
     check_text(text)
-    kind = kind or detect_kind(text)
-    src = f"import:{kind}:{source}"
-    if kind == "snapshot_json":
-        try:
-            data = json.loads(text)
-        except (ValueError, RecursionError) as exc:
-            raise InputError("not valid JSON", path=source, cause=str(exc)) from None
-        snap = Snapshot.from_dict(data, path=source)
-        return Imported(snap, kind, source=src)
-    if kind == "topo_matrix":
-        from ncdoc.importers.topo_matrix import parse_topo_matrix
-        pm = parse_topo_matrix(text, src)
-        notes = ("the `nvidia-smi topo -m` text is cut short; the rows and cells there are kept",) \
-            if pm.truncated else ()
-        return Imported(_only(src, kind, paths=pm, notes=notes), kind, truncated=pm.truncated,
-                        notes=notes, source=src)
-    if kind == "ibv_devinfo":
-        from ncdoc.importers.ibv import parse_ibv
-        res = parse_ibv(text, src)
-        return Imported(_only(src, f"{res.tool}", hcas=res.hcas, notes=res.notes), kind, res.tool,
-                        res.truncated, res.notes, src)
-    if kind in ("nccl_topo_xml", "hwloc_xml"):
-        if kind == "nccl_topo_xml":
-            from ncdoc.importers.nccl_xml import parse_nccl_topo_xml as parse
-        else:
-            from ncdoc.importers.hwloc_xml import parse_hwloc_xml as parse
-        snap, truncated = parse(text, src)
-        fill = {name: cls(status=Status.unknown(f"not in the {kind} evidence", src))
-                for name, cls in _EMPTY.items() if getattr(snap, name).status.reason == "not probed"}
-        return Imported(snap.replace(**fill), kind, truncated=truncated, notes=snap.notes, source=src)
-    what = {"nccl_log": "an NCCL log", "nccl_tests": "nccl-tests output", "env": "an env file"}.get(kind, kind)
-    raise InputError(f"this is {what}, not node evidence (topology or RDMA devices); "
-                     "give it to `ncdoc triage`", path=source if source != "<text>" else None)
+    src = Source.of_text(text, source)
+    k = kind_named(kind) if kind else detect_sample(src.sample)
+    if k.role != NODE:
+        raise InputError(f"this is {k.what}, not node evidence (topology or RDMA devices); "
+                         "give it to `ncdoc triage`", path=source if source != "<text>" else None)
+    return k.read(src).nodes[0]
 
 
 def import_evidence_detail(path: str | Path) -> Imported:
     """Read one node-evidence file; every failure is an InputError naming the file."""
-    text = read_input(path)
+    from ncdoc.readers.textfile import display_name, read_user_text
+    name = display_name(path)
+    text = read_user_text(path, "node evidence")
     try:
-        return import_text(text, source=str(path))
+        return import_text(text, source=name)
     except InputError as exc:
-        if exc.path or str(path) in exc.message:
-            raise
-        raise InputError(exc.message, path=str(path), cause=exc.cause) from None
+        raise named(exc, name) from None
 
 
 def import_evidence(path: str | Path) -> Snapshot:
@@ -160,4 +113,4 @@ def _merge_port(x: Port, y: Port) -> Port:
 
 
 __all__ = ["Imported", "NODE_KINDS", "detect_kind", "detect_ibv_tool", "import_evidence",
-           "import_evidence_detail", "import_text", "merge", "read_input"]
+           "import_evidence_detail", "import_text", "merge"]

@@ -1,24 +1,17 @@
-"""What kind of evidence a pasted or saved text is, and reading it safely from a file.
+"""The signs of each kind of input: the patterns and tests ncdoc tells an input's kind by.
 
-The order of the tests matters: an NCCL log often carries env lines, nccl-tests output
-carries NCCL INFO lines, so the most specific signs are tested first.
+The table of kinds (ncdoc/importers/kinds.py) walks these in its order, and that order
+matters: an NCCL log often carries env lines, nccl-tests output carries NCCL INFO lines, so
+the most specific signs are tested first. Each sign takes a Sample: the text (or the head of
+a file too large to hold) and, when it is JSON, the parsed value.
 """
 
 from __future__ import annotations
 
 import json
 import re
-import sys
-from pathlib import Path
 
 from ncdoc.errors import InputError
-
-KINDS = ("snapshot_json", "nccl_topo_xml", "hwloc_xml", "topo_matrix", "ibv_devinfo",
-         "nccl_log", "nccl_tests", "env")
-
-UNKNOWN_KIND = ("not a file ncdoc knows: expected an NCCL log, nccl-tests output, `nvidia-smi topo -m`, "
-                "ibv_devinfo/ibstat/ibstatus/show_gids output, an NCCL or hwloc topology XML, "
-                "an env file or an ncdoc snapshot")
 
 _PATH_TOKEN = r"(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)"
 _HOST = r"(?:[\w.-]+:[ \t]+)?"  # pdsh/clush put "node1: " before every line
@@ -101,53 +94,80 @@ def embedded_node_kinds(text: str) -> tuple[str, ...]:
     return tuple(kinds)
 
 
-def detect_kind(text: str) -> str:
-    """The kind of evidence `text` is (one of KINDS); InputError when none fits."""
-    check_text(text)
-    head = text.lstrip("\ufeff")
-    stripped = head.lstrip()
-    json_error = None
-    if stripped[:1] in "{[":
-        kind, json_error = _json_kind(stripped)
-        if kind:
-            return kind
-    if stripped.startswith("<"):
-        root = _xml_root(stripped)
-        if root == "system":
-            return "nccl_topo_xml"
-        if root == "topology":
-            return "hwloc_xml"
-    if _TESTS_ROW.search(head) or _TESTS_HEAD.search(head):
-        return "nccl_tests"
-    if _NCCL_LOG.search(head) or _BARE_NCCL.search(head) or _OLD_NCCL.search(head):
-        return "nccl_log"
-    if _TESTS_PREAMBLE.search(head):
-        return "nccl_tests"
-    if _TOPO_ROW.search(head) or _TOPO_HEADER.search(head):
-        return "topo_matrix"
-    if (_SHOW_GIDS.search(head) or _IBSTATUS.search(head) or _IBSTAT.search(head)
-            or _IBV_DEVINFO.search(head)):
-        return "ibv_devinfo"
-    if _ENV.search(head):
-        return "env"
-    raise InputError(json_error or UNKNOWN_KIND)
+class Sample:
+    """What detection looks at: the text without a byte-order mark and, when it is JSON, the value."""
+
+    __slots__ = ("text", "stripped", "data", "json_error")
+    NOT_JSON = object()
+
+    def __init__(self, text: str):
+        check_text(text)
+        self.text = text.lstrip("\ufeff")
+        self.stripped = self.text.lstrip()
+        self.data = Sample.NOT_JSON
+        self.json_error: str | None = None       # why text that looks like JSON is not
+        if self.stripped[:1] in ("{", "["):
+            try:
+                self.data = json.loads(self.stripped)
+            except ValueError as exc:
+                where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
+                self.json_error = f"looks like JSON but is not valid JSON ({getattr(exc, 'msg', exc)}{where})"
+            except RecursionError:
+                self.json_error = "looks like JSON but nests too deeply to read"
+
+    @property
+    def is_json(self) -> bool:
+        return self.data is not Sample.NOT_JSON
 
 
-def _json_kind(text: str) -> tuple[str | None, str | None]:
-    """(kind, None) for JSON ncdoc reads; (None, why) when it is not valid JSON."""
-    try:
-        data = json.loads(text)
-    except ValueError as exc:
-        where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
-        return None, f"looks like JSON but is not valid JSON ({getattr(exc, 'msg', exc)}{where})"
-    except RecursionError:
-        return None, "looks like JSON but nests too deeply to read"
-    if isinstance(data, dict) and "schema_version" in data and (
-            {"host", "gpus", "hcas", "pci", "origin"} & set(data)):
-        return "snapshot_json", None
-    if _mentions_nccl_var(data):
-        return "env", None
-    raise InputError("a JSON file that is neither an ncdoc snapshot nor an env mapping with NCCL_ variables")
+# ---------------------------------------------------------------- the signs, one per kind
+
+def is_snapshot_json(s: Sample) -> bool:
+    d = s.data
+    return s.is_json and isinstance(d, dict) and "schema_version" in d and bool(
+        {"host", "gpus", "hcas", "pci", "origin"} & set(d))
+
+
+def is_nccl_topo_xml(s: Sample) -> bool:
+    return s.stripped.startswith("<") and _xml_root(s.stripped) == "system"
+
+
+def is_hwloc_xml(s: Sample) -> bool:
+    return s.stripped.startswith("<") and _xml_root(s.stripped) == "topology"
+
+
+def _tests_table(s: Sample) -> bool:
+    return bool(_TESTS_ROW.search(s.text) or _TESTS_HEAD.search(s.text))
+
+
+def is_nccl_log(s: Sample) -> bool:
+    """NCCL's own lines, unless the text has an nccl-tests table (whose runs print NCCL lines too)."""
+    return bool(_NCCL_LOG.search(s.text) or _BARE_NCCL.search(s.text) or _OLD_NCCL.search(s.text)) \
+        and not _tests_table(s)
+
+
+def is_nccl_tests(s: Sample) -> bool:
+    """nccl-tests output: a results table or its summary lines, its preamble; or its -J JSON."""
+    if s.is_json:
+        d = s.data       # JSON_FILE_VERSION 3: results + config
+        return isinstance(d, dict) and isinstance(d.get("results"), list) and "schema_version" not in d \
+            and ("config" in d or "nccl_version" in d or "average_bus_bandwidth" in d)
+    return _tests_table(s) or bool(_TESTS_PREAMBLE.search(s.text))
+
+
+def is_topo_matrix(s: Sample) -> bool:
+    return bool(_TOPO_ROW.search(s.text) or _TOPO_HEADER.search(s.text))
+
+
+def is_rdma_listing(s: Sample) -> bool:
+    return bool(ibv_tools_present(s.text))
+
+
+def is_env(s: Sample) -> bool:
+    """Env or launch material: NCCL_ assignments, launcher options; or a JSON mapping naming NCCL_ variables."""
+    if s.is_json:
+        return _mentions_nccl_var(s.data)
+    return bool(_ENV.search(s.text))
 
 
 def _mentions_nccl_var(data, depth: int = 0) -> bool:
@@ -159,40 +179,3 @@ def _mentions_nccl_var(data, depth: int = 0) -> bool:
     if isinstance(data, list):
         return any(_mentions_nccl_var(x, depth + 1) for x in data)
     return isinstance(data, str) and data.startswith("NCCL_")
-
-
-def read_input(path: str | Path) -> str:
-    """The text of an evidence file ("-" is stdin), or an InputError saying why it cannot be used."""
-    name = str(path)
-    if name == "-":
-        raw = sys.stdin.buffer.read()
-        name = "<stdin>"
-    else:
-        p = Path(path)
-        try:
-            if p.is_dir():
-                raise InputError("is a directory, not a file", path=name)
-            raw = p.read_bytes()
-        except FileNotFoundError:
-            raise InputError("no such file", path=name) from None
-        except PermissionError:
-            raise InputError("cannot read file (permission denied)", path=name) from None
-        except IsADirectoryError:
-            raise InputError("is a directory, not a file", path=name) from None
-        except OSError as exc:
-            raise InputError("cannot read file", path=name, cause=exc.strerror or str(exc)) from None
-    if not raw.strip():
-        raise InputError("file is empty", path=name)
-    if b"\x00" in raw[:65536]:
-        raise InputError("binary file (it contains NUL bytes), not text", path=name)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        text = raw.decode("utf-8", errors="replace")
-        if text.count("\ufffd") > 4:
-            raise InputError("binary file or not UTF-8 text", path=name) from None
-    try:
-        check_text(text, "file")
-    except InputError as exc:
-        raise InputError(exc.message, path=name) from None
-    return text

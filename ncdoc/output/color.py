@@ -1,4 +1,4 @@
-"""ANSI colour, only when asked for or when writing to a terminal, and never with NO_COLOR set."""
+"""ANSI colour: when asked for, or on a terminal; never with NO_COLOR set; FORCE_COLOR turns it on."""
 
 from __future__ import annotations
 
@@ -10,10 +10,12 @@ SEVERITY_STYLE = {"error": "red", "warning": "yellow", "info": "cyan"}
 
 
 def use_color(mode: str | bool = "auto", stream=None) -> bool:
-    """Resolve --color auto|always|never (or a bool) for `stream` (default stdout).
+    """Resolve --color auto|always|never (or a bool) for `stream` (default stdout): the one place
+    every command decides whether to colour.
 
-    auto: colour only on a terminal, and never when NO_COLOR is set (https://no-color.org)
-    or TERM is "dumb"; always/never do what they say.
+    always/never do what they say. auto: never when NO_COLOR is set non-empty (https://no-color.org);
+    else always when FORCE_COLOR is set non-empty (CI logs that render ANSI, `| less -R`); else only
+    on a terminal that is not TERM=dumb.
     """
     if isinstance(mode, bool):
         return mode
@@ -21,7 +23,11 @@ def use_color(mode: str | bool = "auto", stream=None) -> bool:
         return True
     if mode == "never":
         return False
-    if os.environ.get("NO_COLOR", "") != "" or os.environ.get("TERM") == "dumb":
+    if os.environ.get("NO_COLOR", "") != "":
+        return False
+    if os.environ.get("FORCE_COLOR", "") != "":
+        return True
+    if os.environ.get("TERM") == "dumb":
         return False
     stream = stream if stream is not None else sys.stdout
     try:

@@ -6,6 +6,24 @@ from __future__ import annotations
 FORMATS = ("text", "lines", "json", "markdown")
 SCHEMA_VERSION = 1
 
+# Text a report quotes (messages with observed values, log lines, env values, file names) can hold
+# anything: an escape sequence would drive the reader's terminal, a newline would break "one line per
+# finding". The text formats show such characters as escapes instead (C0 controls but tab, DEL, the
+# C1 controls some terminals obey, and the Unicode line and paragraph separators).
+_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c != 0x09}
+_ESCAPES.update({0x0a: "\\n", 0x0d: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+
+
+def one_line(text) -> str:
+    """`text` as one line of plain text: control characters shown as escapes (\\n, \\x1b, ...)."""
+    text = str(text)
+    return text.translate(_ESCAPES) if not text.isprintable() else text
+
+
+def plain_lines(text) -> list[str]:
+    """A multi-line text (a fact section given as a string) as lines, each made safe by one_line."""
+    return [one_line(line) for line in str(text).rstrip("\n").split("\n")]
+
 
 def sections(facts) -> list[tuple[str, object]]:
     """Normalise `facts` to [(title, body)]."""

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from ncdoc.output.parts import sections, skipped_groups, stage_of, summary_line
+from ncdoc.output.parts import one_line, plain_lines, sections, skipped_groups, stage_of, summary_line
 from ncdoc.output.color import paint, severity
 
 _WIDTH = 100
 
 
 def _fix(f) -> str:
-    return f.fix.strip().splitlines()[0] if f.fix else ""
+    return one_line(f.fix.strip().splitlines()[0]) if f.fix else ""
 
 
 def render_lines(report, *, color: bool = False) -> str:
@@ -19,7 +19,8 @@ def render_lines(report, *, color: bool = False) -> str:
     for f in sorted(report.findings, key=lambda f: (-severity_rank(f.severity), f.code, f.subject)):
         sev = severity(f"{f.severity.upper():7}", f.severity, color)
         fix = _fix(f)
-        out.append(f"{sev} {f.code} {f.name}: {f.message}" + (f" (fix: {fix})" if fix else ""))
+        out.append(f"{sev} {one_line(f.code)} {one_line(f.name)}: {one_line(f.message)}"
+                   + (f" (fix: {fix})" if fix else ""))
     return "\n".join(out) + ("\n" if out else "")
 
 
@@ -27,13 +28,13 @@ def _body(body) -> list[str]:
     if body is None:
         return []
     if isinstance(body, str):
-        return body.rstrip("\n").splitlines()
+        return plain_lines(body)
     if isinstance(body, dict):
         width = max((len(str(k)) for k in body), default=0)
-        return [f"{str(k) + ':':<{width + 1}} {scalar(v)}" for k, v in body.items()]
+        return [f"{one_line(k) + ':':<{width + 1}} {scalar(v)}" for k, v in body.items()]
     if isinstance(body, (list, tuple)) and body and all(isinstance(r, dict) for r in body):
         from tabulate import tabulate  # only when a report has a table
-        return tabulate([[scalar(v) for v in r.values()] for r in body], headers=list(body[0].keys()),
+        return tabulate([[scalar(v) for v in r.values()] for r in body], headers=[one_line(k) for k in body[0]],
                         tablefmt="simple").splitlines()
     if isinstance(body, (list, tuple)):
         return [f"- {scalar(x)}" for x in body]
@@ -41,19 +42,19 @@ def _body(body) -> list[str]:
 
 
 def scalar(v) -> str:
-    """One fact value as plain text (lists and mappings flattened); markdown reuses it."""
+    """One fact value as one line of plain text (lists and mappings flattened); markdown reuses it."""
     if v is None:
         return "-"
     if isinstance(v, (list, tuple)):
         return ", ".join(scalar(x) for x in v)
     if isinstance(v, dict):
-        return ", ".join(f"{k}={scalar(x)}" for k, x in v.items())
-    return str(v)
+        return ", ".join(f"{one_line(k)}={scalar(x)}" for k, x in v.items())
+    return one_line(v)
 
 
 def _wrap(text: str, indent: str) -> list[str]:
     import textwrap
-    return textwrap.wrap(text, width=_WIDTH, initial_indent=indent, subsequent_indent=indent,
+    return textwrap.wrap(one_line(text), width=_WIDTH, initial_indent=indent, subsequent_indent=indent,
                          break_on_hyphens=False) or [indent]
 
 
@@ -61,9 +62,10 @@ def render(report, *, title: str | None = None, facts=None, skipped: bool = True
     from ncdoc.engine.rules import STAGE_TITLES, STAGES
     lines: list[str] = []
     if title:
+        title = one_line(title)
         lines += [paint(title, "bold", color), "=" * min(len(title), _WIDTH), ""]
     for head, body in sections(facts):
-        lines.append(paint(head, "bold", color))
+        lines.append(paint(one_line(head), "bold", color))
         lines += ["  " + x for x in _body(body)]
         lines.append("")
     groups: dict[str, list] = {}
@@ -76,9 +78,9 @@ def render(report, *, title: str | None = None, facts=None, skipped: bool = True
         name = STAGE_TITLES.get(stage, stage.capitalize() if stage != "other" else "Other findings")
         lines += [paint(f"{name}", "bold", color), paint("-" * len(name), "dim", color)]
         for f in groups[stage]:
-            head = f"{severity(f.severity.upper(), f.severity, color)} {f.code} {f.name}"
+            head = f"{severity(f.severity.upper(), f.severity, color)} {one_line(f.code)} {one_line(f.name)}"
             if f.subject and f.subject != stage:
-                head += paint(f" [{f.subject}]", "dim", color)
+                head += paint(f" [{one_line(f.subject)}]", "dim", color)
             lines.append(head)
             lines += _wrap(f.message, "    ")
             for e in f.evidence:
@@ -90,7 +92,7 @@ def render(report, *, title: str | None = None, facts=None, skipped: bool = True
                 patch = " ".join(f"{k}={v}" if v is not None else f"unset {k}" for k, v in f.env_patch.items())
                 lines += _wrap(f"env: {patch}", "    ")
             if f.docs:
-                lines.append(paint(f"    docs: {f.docs}", "dim", color))
+                lines.append(paint(f"    docs: {one_line(f.docs)}", "dim", color))
         lines.append("")
     if skipped and report.skipped:
         lines.append(paint(f"Skipped ({len(report.skipped)})", "bold", color))

@@ -11,9 +11,8 @@ GPUDirect RDMA and affinity, link health, bandwidth against expectation, setting
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence
+from typing import Any, Sequence
 
 from ncdoc.nccl.bandwidth import Expectation
 from ncdoc.checks.evidence_common import NodeEvidence
@@ -21,13 +20,8 @@ from ncdoc.engine.rules import Context, Rule, run_rules
 from ncdoc.errors import InputError, UsageError
 from ncdoc.findings import Finding, Report
 from ncdoc.snapshot import EnvValue, NcclEnv, Snapshot, Status
-from ncdoc.triage.inputs import (_embedded_node, _launch_of_run, _parse_run_file, _parse_run_text, _read,
-                                 _tests_json)
 
 SCHEMA_VERSION = 1
-NODE_KINDS = ("snapshot_json", "nccl_topo_xml", "hwloc_xml", "topo_matrix", "ibv_devinfo")
-RUN_KINDS = ("nccl_log", "nccl_tests")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -102,110 +96,67 @@ def quote_verbatim(report: Report, texts: dict[str, tuple[str, ...]]) -> Report:
 
 def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example: str | None = None,
                   env: Sequence[str] = ()) -> Gathered:
-    """Read and parse every input. A file of no known kind among several is skipped with a note (kind
-    "unknown"); InputError (exit 2) when it is the only input, none is usable, or a known kind fails to parse."""
-    from ncdoc.importers import import_text, merge
-    from ncdoc.importers.detect import detect_kind, read_input
+    """Read every input with the reader of its kind (ncdoc.importers.kinds). A file of no known kind among
+    several is skipped with a note (kind "unknown"); InputError (exit 2) when an input cannot be read, when
+    the one input is of no known kind or none is usable, or when a known kind fails to parse."""
+    from ncdoc.importers import merge
+    from ncdoc.importers.inputs import named, open_source
+    from ncdoc.importers.kinds import detect_sample, read_source
+    from ncdoc.usecases.node_context import load_node
 
     if not paths and not snapshot and not example:
         raise UsageError("give at least one evidence file (or --snapshot / --example)")
     inputs: list[TriageInput] = []
-    logs: list[Any] = []
-    tests: list[Any] = []
-    launch: list[Any] = []
     snaps: list[Snapshot] = []
-    node_ev: list[NodeEvidence] = []
     if example:
-        from ncdoc.examples.machines import load_example
-        try:
-            snaps.append(load_example(example))
-        except (FileNotFoundError, KeyError) as exc:
-            raise UsageError(f"unknown example {example!r}", cause=str(exc)) from None
+        snaps.append(load_node(example=example))
         inputs.append(TriageInput(f"example:{example}", "snapshot_json", ("snapshot",)))
     if snapshot:
-        snaps.append(Snapshot.load(snapshot))
+        snaps.append(load_node(snapshot=snapshot))
         inputs.append(TriageInput(snapshot, "snapshot_json", ("snapshot",)))
+    alone = len(paths) + bool(snapshot) + bool(example) < 2
     texts: dict[str, tuple[str, ...]] = {}
+    read: list[tuple[str, Any, tuple[str, ...]]] = []          # (path, Reading, its lines)
     unknown: list[InputError] = []
-    for path in paths:
-        path = str(path)
-        text, head = _read(path)
-        tests_json = _tests_json(text)
-        if tests_json is not None:
-            from ncdoc.evidence.nccl_tests import parse_nccl_tests_json
-            tests.append(parse_nccl_tests_json(tests_json, path))
-            inputs.append(TriageInput(path, "nccl_tests", ("nccl_tests_json",)))
-            continue
+    for path in map(str, paths):
+        source = open_source(path)                 # unusable (missing, empty, binary): exit 2, even among others
         try:
-            kind = detect_kind(head)
+            kind = detect_sample(source.sample)
         except InputError as exc:
-            if len(paths) + bool(snapshot) + bool(example) < 2:
-                raise InputError(exc.message, path=path, cause=exc.cause) from None
+            if alone:
+                raise named(exc, path) from None
             # one unreadable paste among several must not lose the others' answer
-            unknown.append(InputError(exc.message, path=path, cause=exc.cause))
+            unknown.append(named(exc, path))
             inputs.append(TriageInput(path, "unknown", (), (f"skipped: {exc.message}",)))
             continue
-        if text is None and kind in RUN_KINDS:
-            log, table = _parse_run_file(path)
-            read_as = tuple(k for k, v in (("nccl_log", log), ("nccl_tests", table)) if v is not None)
-            logs.extend(x for x in (log,) if x is not None)
-            tests.extend(x for x in (table,) if x is not None)
-            read_as += _launch_of_run(head.splitlines(), path, launch)    # the launch line sits at the top
-            inputs.append(TriageInput(path, kind, read_as, ("large file: read as a stream",)))
-            continue
-        if text is None:
-            text = read_input(path)
-        texts[path] = tuple(text.splitlines())
-        if kind in NODE_KINDS:
-            try:
-                imp = import_text(text, source=path, kind=kind)
-            except InputError as exc:
-                if exc.path or path in exc.message:
-                    raise
-                raise InputError(exc.message, path=path, cause=exc.cause) from None
-            snaps.append(imp.snapshot)
-            hs = imp.snapshot.hcas.status
-            node_ev.append(NodeEvidence(path, kind, imp.tool, tuple(imp.notes), hs.state, hs.reason, texts[path]))
-            inputs.append(TriageInput(path, kind, (imp.tool or kind,), tuple(imp.notes)))
-        elif kind == "env":
-            from ncdoc.evidence.launch_env import parse_launch_env
-            launch.append(parse_launch_env(text, path))
-            inputs.append(TriageInput(path, kind, ("env",)))
-        else:
-            log, table = _parse_run_text(texts[path], path)
-            read_as = tuple(k for k, v in (("nccl_log", log), ("nccl_tests", table)) if v is not None)
-            read_as += _launch_of_run(texts[path], path, launch)
-            read_as += _embedded_node(text, path, texts[path], snaps, node_ev)
-            if log is not None:
-                logs.append(log)
-            if table is not None:
-                tests.append(table)
-            notes = () if read_as else (f"nothing NCCL could be read from this {kind.replace('_', ' ')}",)
-            inputs.append(TriageInput(path, kind, read_as, notes))
-
+        reading = read_source(kind, source)
+        if not source.streamed:
+            texts[path] = source.lines
+        inputs.append(TriageInput(path, reading.kind, reading.read_as, reading.notes))
+        read.append((path, reading, source.lines))
     if unknown and all(i.kind == "unknown" for i in inputs):
         raise unknown[0]                # nothing usable at all: exit 2 as for a single unknown file
+
+    node_ev: list[NodeEvidence] = []
+    for path, reading, lines in read:
+        for imp in reading.nodes:
+            snaps.append(imp.snapshot)
+            hs = imp.snapshot.hcas.status
+            node_ev.append(NodeEvidence(path, imp.kind, imp.tool, tuple(imp.notes), hs.state, hs.reason, lines))
+    logs = tuple(x for _, r, _ in read for x in r.logs)
+    tests = tuple(x for _, r, _ in read for x in r.tests)
+    launch = tuple(x for _, r, _ in read for x in r.launch)
     snap = None
     for s in snaps:
         snap = s if snap is None else merge(snap, s)
     nenv = build_env(snap, logs, launch, env, tests)
     if snap is not None:
         snap = snap.replace(env=nenv)
-    return Gathered(tuple(inputs), tuple(logs), tuple(tests), tuple(launch), snap, nenv, tuple(node_ev), texts)
-
-
-def parse_env_pairs(pairs: Iterable[str]) -> list[EnvValue]:
-    out = []
-    for pair in pairs:
-        name, sep, value = pair.partition("=")
-        name = name.strip()
-        if not sep or not _ENV_NAME.match(name):
-            raise UsageError(f"--env wants NAME=VALUE, got {pair!r}")
-        out.append(EnvValue(name, value, "cli"))
-    return out
+    return Gathered(tuple(inputs), logs, tests, launch, snap, nenv, tuple(node_ev), texts)
 
 
 def _log_env(log: Any) -> list[EnvValue]:
+    """What a log says the environment set ("NCCL_X set by environment to Y"), with that line."""
     out = []
     book = getattr(log, "evidence", None) or {}
     for name, value in (getattr(log, "env", None) or {}).items():
@@ -214,45 +165,22 @@ def _log_env(log: Any) -> list[EnvValue]:
     return out
 
 
-def _launch_values(launch: Any) -> list[EnvValue]:
-    """EnvValues of a parsed launch/env file (LaunchEnv.values, or its facts as a fallback)."""
-    values = getattr(launch, "values", None)
-    if values is not None:
-        return [v for v in values if isinstance(v, EnvValue)]
-    facts = launch.to_facts().get("env", {}) if hasattr(launch, "to_facts") else {}
-    src = getattr(launch, "source", "") or "env file"
-    return [EnvValue(k, str(v), src) for k, v in facts.items()]
+def _tests_env(tests: Any) -> list[EnvValue]:
+    """The env an nccl-tests -J file recorded for its run."""
+    src = getattr(tests, "source", "") or "nccl-tests"
+    return [EnvValue(k, str(v), src) for k, v in (getattr(tests, "env", None) or {}).items()]
 
 
 def build_env(snapshot: Snapshot | None, logs: Sequence[Any], launch: Sequence[Any],
               pairs: Sequence[str], tests: Sequence[Any] = ()) -> NcclEnv:
-    """One environment: --env beats launch files, which beat what logs (and nccl-tests JSON) report,
-    which beat the snapshot. Launch files later on the command line beat earlier ones; the losers
-    are kept as shadowed."""
-    layers: list[list[EnvValue]] = [parse_env_pairs(pairs)]
-    for lf in reversed(launch):
-        layers.append(_launch_values(lf))
-    for log in logs:
-        layers.append(_log_env(log))
-    for t in tests:
-        src = getattr(t, "source", "") or "nccl-tests"
-        layers.append([EnvValue(k, str(v), src) for k, v in (getattr(t, "env", None) or {}).items()])
-    if snapshot is not None:
-        layers.append(list(snapshot.env.values))
-    effective: dict[str, EnvValue] = {}
-    shadowed: list[EnvValue] = []
-    for layer in layers:
-        seen_here: dict[str, EnvValue] = {}
-        for v in layer:
-            seen_here[v.name] = v           # within one file the last assignment wins
-        for name, v in seen_here.items():
-            if name in effective:
-                if effective[name].value != v.value or effective[name].source != v.source:
-                    shadowed.append(v)
-            else:
-                effective[name] = v
-    files = tuple(dict.fromkeys(getattr(lf, "source", "") for lf in launch if getattr(lf, "source", "")))
-    return NcclEnv(Status.ok("triage"), tuple(effective.values()), tuple(shadowed), files)
+    """The job's env, layered as every command layers it (envfiles/layers.job_env): --env (`pairs`) beats
+    launch files (a later one on the command line beats an earlier one), which beat what logs and
+    nccl-tests JSON report, which beat the snapshot. The losers are kept as shadowed."""
+    from ncdoc.envfiles.layers import job_env
+    env = job_env(snapshot.env if snapshot is not None else None, env=pairs,
+                  files=[lf.to_nccl_env() for lf in launch],
+                  reported=[_log_env(log) for log in logs] + [_tests_env(t) for t in tests], source="triage")
+    return env if env is not None else NcclEnv(Status.ok("triage"))
 
 
 # ---------------------------------------------------------------- running the rules
@@ -329,5 +257,5 @@ def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | 
 
 
 __all__ = ["SCHEMA_VERSION", "TriageInput", "Gathered", "TriageResult", "read_evidence", "build_env",
-           "parse_env_pairs", "build_context", "load_rules", "pick_verdict", "failure_backed",
+           "build_context", "load_rules", "pick_verdict", "failure_backed",
            "triage"]

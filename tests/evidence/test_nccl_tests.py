@@ -242,7 +242,7 @@ def test_json_output_has_no_failures():
 
 def test_a_paste_whose_hash_lines_markdown_turned_into_headings(capsys):
     # copied from a rendered GitHub issue: "# nThread", "#  Rank" and "# Avg bus bandwidth" lose their "#"
-    from ncdoc.importers.detect import detect_kind
+    from ncdoc.importers import detect_kind
     text = ("nThread 1 nGpus 2 minBytes 8 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
             "validation: 1 graph: 0\n\nUsing devices\n"
             "Rank  0 Group  0 Pid  51200 on    ws-07 device  0 [0x01] NVIDIA GeForce RTX 4090\n"

@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 
 from ncdoc.errors import InputError
 from ncdoc.importers import NODE_KINDS, import_text
-from ncdoc.importers.detect import detect_kind
+from ncdoc.importers import detect_kind
 from ncdoc.topology import classify
 
 # fragments of the real formats, so generated texts get deep into each parser

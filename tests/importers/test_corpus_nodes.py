@@ -8,7 +8,8 @@ import json
 import pytest
 
 from ncdoc.importers import import_evidence_detail
-from ncdoc.importers.detect import detect_kind, read_input
+from ncdoc.importers import detect_kind
+from ncdoc.readers.textfile import read_user_text
 from ncdoc.topology import classify, port_facts
 from paths import SHARED
 
@@ -23,7 +24,7 @@ NODE = sorted(c for c, e in EXPECT.items() if e["kind"] in ("topo_matrix", "ibv_
 
 @pytest.mark.parametrize("case", ALL)
 def test_kind_is_detected(case):
-    assert detect_kind(read_input(CORPUS / case / "artifact.txt")) == EXPECT[case]["kind"]
+    assert detect_kind(read_user_text(CORPUS / case / "artifact.txt")) == EXPECT[case]["kind"]
 
 
 def _facts(imp):

@@ -8,7 +8,7 @@ import pytest
 
 from ncdoc.errors import InputError
 from ncdoc.importers import import_evidence, import_evidence_detail, import_text, merge
-from ncdoc.importers.detect import detect_ibv_tool, detect_kind, read_input
+from ncdoc.importers import detect_ibv_tool, detect_kind
 from ncdoc.importers.ibv import parse_ibv
 from ncdoc.importers.topo_matrix import parse_topo_matrix
 from ncdoc.snapshot import Hca, HcaSection, Port, Snapshot, Status
@@ -285,24 +285,6 @@ def test_detect_kind_refuses_with_one_line(text, msg):
     with pytest.raises(InputError) as exc:
         detect_kind(text)
     assert msg in str(exc.value) and "\n" not in exc.value.message
-
-
-def test_read_input_errors(tmp_path):
-    with pytest.raises(InputError, match="no such file"):
-        read_input(tmp_path / "missing.txt")
-    with pytest.raises(InputError, match="directory"):
-        read_input(tmp_path)
-    (tmp_path / "empty").write_text("")
-    with pytest.raises(InputError, match="empty"):
-        read_input(tmp_path / "empty")
-    (tmp_path / "bin").write_bytes(bytes(range(256)) * 4)
-    with pytest.raises(InputError, match="binary"):
-        read_input(tmp_path / "bin")
-    (tmp_path / "latin1").write_bytes("caf\xe9 ".encode("latin-1") * 50)
-    with pytest.raises(InputError, match="UTF-8"):
-        read_input(tmp_path / "latin1")
-    (tmp_path / "ok").write_bytes(b"GPU0\t X \n\xff")  # one stray byte is tolerated
-    assert read_input(tmp_path / "ok").startswith("GPU0")
 
 
 def test_import_text_sections_and_provenance():

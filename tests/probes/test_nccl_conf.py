@@ -2,7 +2,8 @@
 
 from pathlib import Path
 
-from ncdoc.probes.nccl_env import config_files, parse_conf_text, read_nccl_env
+from ncdoc.envfiles.layers import parse_conf as parse_conf_text
+from ncdoc.probes.nccl_env import config_files, read_nccl_env
 
 
 def _pairs(values):

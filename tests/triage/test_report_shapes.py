@@ -109,9 +109,9 @@ def test_launch_lines_keep_their_line_numbers_among_log_lines():
 
 
 def test_launch_line_of_a_streamed_log(monkeypatch, tmp_path):
-    import ncdoc.triage.inputs
+    import ncdoc.importers.inputs
     from ncdoc.triage.run import triage
-    monkeypatch.setattr(ncdoc.triage.inputs, "STREAM_BYTES", 100)
+    monkeypatch.setattr(ncdoc.importers.inputs, "STREAM_BYTES", 100)
     path = write(tmp_path, "run.txt", LAUNCH + TABLE)
     result = triage([path])
     assert result.inputs[0].read_as == ("nccl_tests", "env")

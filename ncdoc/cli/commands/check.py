@@ -47,8 +47,11 @@ def run(args) -> int:
 
 
 def _run(args) -> int:
+    from ncdoc.usecases.node_context import node_context
     fmt = opt.output_format(args, "lines")
-    _, sel, ctx = opt.node_context(args)
+    version = opt.nccl_version_arg(args)
+    _, ctx = node_context(**opt.node_and_env(args), nccl_version=version)
+    sel = opt.selection(args, default_fail_on="error")
     from ncdoc.engine.rules import node_rules      # rules on logs or nccl-tests output judge nothing here
     sel.rules = node_rules(sel.rules)
     report = sel.run(ctx)

@@ -73,8 +73,11 @@ def summary(snap, topo) -> list[tuple[str, object]]:
 
 def run(args) -> int:
     from ncdoc.output import render
+    from ncdoc.usecases.node_context import node_context
     fmt = opt.output_format(args, "text")
-    snap, sel, ctx = opt.node_context(args)
+    version = opt.nccl_version_arg(args)
+    snap, ctx = node_context(**opt.node_and_env(args), nccl_version=version)
+    sel = opt.selection(args, default_fail_on="error")
     report = sel.run(ctx)
     facts = summary(snap, ctx.topology if not ctx.missing("topology") else None)
     if snap.notes:

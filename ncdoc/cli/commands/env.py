@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import sys
 
 from ncdoc.cli import rule_options as opt
@@ -40,59 +39,25 @@ def add_arguments(parser) -> None:
 
 
 def _show(args) -> int:
-    explicit = bool(args.env or args.env_file)
-    if args.snapshot or args.example:
-        snap = opt.load_node(args, live=False)
-        base = snap.env
-    elif explicit:
-        base = None
-    else:
-        from ncdoc.cli.commands.lint import current_env
-        base = current_env()
-    env = opt.env_overlay(args, base) if explicit else base
-    if env is None:
-        from ncdoc.snapshot import NcclEnv, Status
-        env = NcclEnv(Status.ok("empty"))
-    if args.json:
-        out = {"schema_version": 1, "files": list(env.files),
-               "values": [{"name": v.name, "value": v.value, "source": v.source, "line": v.line} for v in env.values],
-               "shadowed": [{"name": v.name, "value": v.value, "source": v.source, "line": v.line}
-                            for v in env.shadowed]}
-        if env.status.reason:
-            out["notes"] = env.status.reason
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
-        return 0
-    from tabulate import tabulate
-
-    def where(v):
-        return f"{v.source}:{v.line}" if v.line else v.source
-    if env.values:
-        sys.stdout.write(tabulate([[v.name, v.value, where(v)] for v in env.values],
-                                  headers=["variable", "value", "source"], tablefmt="simple") + "\n")
-    else:
-        print("no NCCL_* variables set")
-    if env.shadowed:
-        print("\noverridden (not in effect):")
-        sys.stdout.write(tabulate([[v.name, v.value, where(v)] for v in env.shadowed],
-                                  headers=["variable", "value", "source"], tablefmt="simple") + "\n")
-    files = ", ".join(env.files) or "none found"
-    print(f"config files read: {files}", file=sys.stderr)
-    if env.status.reason:
-        print(f"note: {env.status.reason}", file=sys.stderr)
+    from ncdoc.output import env_report
+    from ncdoc.usecases.node_context import shown_env
+    env = shown_env(**opt.node_and_env(args))
+    fmt = "json" if args.json else "text"
+    sys.stdout.write(env_report.render(env, fmt))
+    if fmt == "text":
+        for line in env_report.notes(env):
+            print(line, file=sys.stderr)
     return 0
 
 
 def _generate(args) -> int:
-    try:
-        from ncdoc.envfiles import generate as envgen
-    except ImportError:
-        raise UsageError("env generate is not available yet in this build (ncdoc.envfiles.generate is missing)") from None
-    snap = opt.load_node(args)
-    generated = envgen.generate(snap)
-    text = envgen.render(generated, args.format)
+    from ncdoc.envfiles import generate as envgen
+    from ncdoc.usecases.node_context import load_node
+    snap = load_node(snapshot=args.snapshot, example=args.example)
+    text = envgen.render(envgen.generate(snap), args.format)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        from ncdoc.envfiles.formats import write_atomic
+        write_atomic(args.output, text)
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

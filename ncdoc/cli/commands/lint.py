@@ -35,35 +35,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--show-skipped", action="store_true", help="list the rules skipped and why")
 
 
-def current_env():
-    """NCCL_* of this process plus the config files NCCL reads, with sources."""
-    import os
-    from ncdoc.probes.nccl_env import read_nccl_env
-    return read_nccl_env(os.environ, home=None)
-
-
 def run(args) -> int:
-    from ncdoc.engine.rules import Context
     from ncdoc.output import render
     from ncdoc.output.parts import summary_line
+    from ncdoc.usecases.node_context import lint_context
     fmt = opt.output_format(args, "text")
-    snap = opt.load_node(args, live=False)
-    explicit = bool(args.env or args.env_file)
-    if explicit:
-        env = opt.env_overlay(args, None)
-    elif snap is not None and (args.snapshot or args.example):
-        env = snap.env
-    else:
-        env = current_env()
-    if env is None:
-        from ncdoc.snapshot import NcclEnv, Status
-        env = NcclEnv(Status.ok("empty"))
-    if snap is not None:
-        snap = snap.replace(env=env)
+    version = opt.nccl_version_arg(args)
+    ctx = lint_context(**opt.node_and_env(args), nccl_version=version)
     sel = opt.selection(args, default_fail_on="warning", families=("env",))
-    import platform
-    ctx = Context(snapshot=snap, env=env, nccl_version=opt.nccl_version_arg(args),
-                  options={"hostname": platform.node()})
     report = sel.run(ctx)
     if not args.quiet:
         sys.stdout.write(render(report, fmt, title="ncdoc lint", skipped=args.show_skipped or fmt == "json",

@@ -1,0 +1,123 @@
+"""The table of input kinds: every kind of file ncdoc reads from a user, in the order their kinds
+are told apart. Detection, import_text (node evidence) and triage all walk this one table.
+
+Each kind has a name, a role (node: Snapshot parts; run: what a job printed; env: what it was
+launched with), what it is in words (for messages), its sign (ncdoc/importers/detect.py) and
+`read(Source) -> Reading`. A new input kind is one row here, its sign in detect.py, and its
+parser: ncdoc/importers/<format>.py for node evidence, ncdoc/evidence/ for run output.
+
+The order matters: an NCCL log carries env lines and nccl-tests output carries NCCL INFO lines,
+so the most specific signs come first; JSON is only ever read as a kind that says it can be JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ncdoc.errors import InputError
+from ncdoc.importers import detect, nodes, run_files
+from ncdoc.importers.inputs import Reading, Source, named, open_source
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Callable
+
+NODE, RUN, ENV = "node", "run", "env"
+
+
+@dataclass(frozen=True)
+class InputKind:
+    name: str
+    role: str                                  # NODE | RUN | ENV
+    what: str                                  # "an NCCL log": for messages
+    detect: Callable[[detect.Sample], bool]    # its sign
+    read: Callable[[Source], Reading]
+    json: str = ""                             # what it is as JSON ("" when it is never JSON)
+
+
+def _node(kind: str, parse) -> Callable[[Source], Reading]:
+    def read(source: Source) -> Reading:
+        imp = parse(source.whole_text(), source.path)
+        return Reading(kind, (imp.tool or kind,), tuple(imp.notes), nodes=(imp,))
+    return read
+
+
+KINDS: tuple[InputKind, ...] = (
+    InputKind("snapshot_json", NODE, "an ncdoc snapshot", detect.is_snapshot_json,
+              _node("snapshot_json", nodes.snapshot_json), json="an ncdoc snapshot"),
+    InputKind("nccl_topo_xml", NODE, "an NCCL topology XML", detect.is_nccl_topo_xml,
+              _node("nccl_topo_xml", nodes.nccl_topo_xml)),
+    InputKind("hwloc_xml", NODE, "an hwloc topology XML", detect.is_hwloc_xml, _node("hwloc_xml", nodes.hwloc_xml)),
+    InputKind("nccl_log", RUN, "an NCCL log", detect.is_nccl_log, lambda source: run_files.read_run("nccl_log", source)),
+    InputKind("nccl_tests", RUN, "nccl-tests output", detect.is_nccl_tests, run_files.read_nccl_tests,
+              json="nccl-tests -J output"),
+    InputKind("topo_matrix", NODE, "`nvidia-smi topo -m` output", detect.is_topo_matrix,
+              _node("topo_matrix", nodes.topo_matrix)),
+    InputKind("ibv_devinfo", NODE, "ibv_devinfo/ibstat/ibstatus/show_gids output", detect.is_rdma_listing,
+              _node("ibv_devinfo", nodes.rdma_listing)),
+    InputKind("env", ENV, "an env file or launch script", detect.is_env, run_files.read_env,
+              json="an env mapping with NCCL_ variables"),
+)
+
+BY_NAME = {k.name: k for k in KINDS}
+NODE_KINDS = tuple(k.name for k in KINDS if k.role == NODE)
+RUN_KINDS = tuple(k.name for k in KINDS if k.role == RUN)
+
+
+def _words(items: list[str], last: str) -> str:
+    return ", ".join(items[:-1]) + f" {last} " + items[-1] if len(items) > 1 else items[0]
+
+
+UNKNOWN_KIND = "not a file ncdoc knows: expected " + _words([k.what for k in KINDS], "or")
+UNKNOWN_JSON = "a JSON file that is neither " + _words([k.json for k in KINDS if k.json], "nor")
+
+
+def kind_named(name: str) -> InputKind:
+    try:
+        return BY_NAME[name]
+    except KeyError:
+        raise ValueError(f"no input kind {name!r} (kinds: {', '.join(BY_NAME)})") from None
+
+
+def detect_sample(sample: detect.Sample) -> InputKind:
+    """The first kind in the table whose sign `sample` bears; InputError when none does."""
+    for kind in KINDS:
+        if sample.is_json and not kind.json:
+            continue
+        if kind.detect(sample):
+            return kind
+    if sample.is_json:
+        raise InputError(UNKNOWN_JSON)
+    raise InputError(sample.json_error or UNKNOWN_KIND)
+
+
+def detect_kind(text: str) -> str:
+    """The name of the kind `text` is; InputError when it is empty, binary or of no known kind."""
+    return detect_sample(detect.Sample(text)).name
+
+
+def detect_source(source: Source) -> InputKind:
+    """The kind of an input (told from its head); InputError naming it when it has none."""
+    try:
+        return detect_sample(source.sample)
+    except InputError as exc:
+        raise named(exc, source.path) from None
+
+
+def read_source(kind: InputKind, source: Source) -> Reading:
+    """`kind.read(source)`, every InputError naming the input."""
+    try:
+        return kind.read(source)
+    except InputError as exc:
+        raise named(exc, source.path) from None
+
+
+def read_input(path: str) -> tuple[InputKind, Reading, Source]:
+    """Open, detect and read one input: (its kind, what it gave, the Source as read)."""
+    source = open_source(path)
+    kind = detect_source(source)
+    return kind, read_source(kind, source), source
+
+
+__all__ = ["NODE", "RUN", "ENV", "InputKind", "KINDS", "BY_NAME", "NODE_KINDS", "RUN_KINDS", "UNKNOWN_KIND",
+           "UNKNOWN_JSON", "kind_named", "detect_sample", "detect_kind", "detect_source", "read_source", "read_input"]

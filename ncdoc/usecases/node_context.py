@@ -1,0 +1,126 @@
+"""What the node commands judge (check, doctor, lint, env show, topo, env generate): the node, the
+NCCL env its job will see, and the rules' Context built from both.
+
+The node is a snapshot file, a bundled example, or this machine probed live. The env is one
+layering (envfiles/layers.job_env) of --env values over --env-file files over a base, and
+the commands differ only in the base:
+
+  check, doctor   the node's own env (live: this process's NCCL_* and NCCL's config files)
+  env show        the named node's env; else this process's, unless --env/--env-file are
+                  given, then exactly those (what a job script would export)
+  lint            like env show, except that with --env/--env-file it lints exactly those
+                  values even when a node is named (the node is what they are judged against)
+
+Kept light: imported on the `ncdoc check` path.
+"""
+
+from __future__ import annotations
+
+from ncdoc.errors import UsageError
+
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Sequence
+
+    from ncdoc.engine.rules import Context
+    from ncdoc.snapshot import NcclEnv, Snapshot
+
+
+def capture_live() -> Snapshot:
+    """This machine, probed; UsageError in a build without the probes."""
+    try:
+        from ncdoc.probes.live import capture
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("ncdoc"):
+            raise UsageError("live probing is not available in this build; read the node from a file "
+                             "(--snapshot FILE)") from None
+        raise
+    return capture()
+
+
+def load_example_node(name: str) -> Snapshot:
+    """A bundled example machine; UsageError naming it when there is none of that name."""
+    try:
+        from ncdoc.examples.machines import load_example
+    except ModuleNotFoundError as exc:
+        if exc.name and exc.name.startswith("ncdoc"):
+            raise UsageError("bundled example machines are not available in this build") from None
+        raise
+    try:
+        return load_example(name)
+    except (KeyError, FileNotFoundError):
+        raise UsageError(f"no example machine named {name!r}") from None
+
+
+def load_node(*, snapshot: str | None = None, example: str | None = None, live: bool = True) -> Snapshot | None:
+    """The Snapshot from a snapshot file or an example name, else the live node (None when not `live`)."""
+    if snapshot:
+        from ncdoc.snapshot import Snapshot
+        return Snapshot.load(snapshot)
+    if example:
+        return load_example_node(example)
+    return capture_live() if live else None
+
+
+def current_env() -> NcclEnv:
+    """NCCL_* of this process plus the config files NCCL reads, with sources."""
+    import os
+    from ncdoc.probes.nccl_env import read_nccl_env
+    return read_nccl_env(os.environ, home=None)
+
+
+def _layered(base: NcclEnv | None, env: Sequence[str], env_files: Sequence[str]) -> NcclEnv | None:
+    if not env and not env_files:
+        return base
+    from ncdoc.envfiles.layers import job_env, read_env_file
+    return job_env(base, env=env, files=[read_env_file(f) for f in env_files])
+
+
+def _empty_env() -> NcclEnv:
+    from ncdoc.snapshot import NcclEnv, Status
+    return NcclEnv(Status.ok("empty"))
+
+
+def node_context(*, snapshot: str | None = None, example: str | None = None, env: Sequence[str] = (),
+                 env_files: Sequence[str] = (), nccl_version: str | None = None) -> tuple[Snapshot, Context]:
+    """check and doctor: the node (live unless a file or example is named) with --env and --env-file
+    layered over its own env, and the Context every rule reads."""
+    from ncdoc.engine.rules import Context
+    snap = load_node(snapshot=snapshot, example=example)
+    layered = _layered(snap.env, env, env_files)
+    if layered is not snap.env:
+        snap = snap.replace(env=layered)
+    return snap, Context(snapshot=snap, env=snap.env, nccl_version=nccl_version)
+
+
+def shown_env(*, snapshot: str | None = None, example: str | None = None, env: Sequence[str] = (),
+              env_files: Sequence[str] = ()) -> NcclEnv:
+    """env show: the env a job would see (see the module's table)."""
+    node = load_node(snapshot=snapshot, example=example, live=False)
+    if node is not None:
+        base = node.env
+    else:
+        base = None if (env or env_files) else current_env()
+    return _layered(base, env, env_files) or _empty_env()
+
+
+def lint_context(*, snapshot: str | None = None, example: str | None = None, env: Sequence[str] = (),
+                 env_files: Sequence[str] = (), nccl_version: str | None = None) -> Context:
+    """lint: the env to lint (see the module's table) and, when a node is named, that node to
+    judge it against."""
+    import platform
+
+    from ncdoc.engine.rules import Context
+    node = load_node(snapshot=snapshot, example=example, live=False)
+    if env or env_files:
+        linted = _layered(None, env, env_files)
+    else:
+        linted = node.env if node is not None else current_env()
+    linted = linted or _empty_env()
+    if node is not None:
+        node = node.replace(env=linted)
+    return Context(snapshot=node, env=linted, nccl_version=nccl_version, options={"hostname": platform.node()})
+
+
+__all__ = ["capture_live", "load_example_node", "load_node", "current_env", "node_context", "shown_env",
+           "lint_context"]
