@@ -63,6 +63,13 @@ def test_fast_paths_never_import_ray_or_optuna(argv):
     assert p.returncode == 0, p.stdout[-500:] + p.stderr[-1500:]
 
 
+def test_commands_do_not_import_each_other():
+    # what two commands share is an option helper (cli/rule_options.py) or a use case outside cli/
+    for path in sorted((PKG / "cli" / "commands").glob("*.py")):
+        others = {m for m in _imports(path) if m.startswith("ncdoc.cli.commands.")}
+        assert not others, f"{path.name} imports {sorted(others)}"
+
+
 def _module_name(path: Path) -> str:
     rel = path.relative_to(PKG.parent).with_suffix("")
     parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts

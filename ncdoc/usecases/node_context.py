@@ -1,5 +1,5 @@
-"""What the node commands judge (check, doctor, lint, env show, topo, env generate): the node, the
-NCCL env its job will see, and the rules' Context built from both.
+"""What the node commands start from (check, doctor, lint, env show, topo, env generate): the node,
+the NCCL env its job will see, and the rules' Context built from both.
 
 The node is a snapshot file, a bundled example, or this machine probed live. The env is one
 layering (envfiles/layers.job_env) of --env values over --env-file files over a base, and
@@ -122,5 +122,37 @@ def lint_context(*, snapshot: str | None = None, example: str | None = None, env
     return Context(snapshot=node, env=linted, nccl_version=nccl_version, options={"hostname": platform.node()})
 
 
+class TopoNode:
+    """topo's node: the Snapshot its inputs make together, the inputs as read, the files cut short."""
+
+    __slots__ = ("snapshot", "inputs", "truncated")
+
+    def __init__(self, snapshot: Snapshot, inputs: list[dict], truncated: list[str]):
+        self.snapshot, self.inputs, self.truncated = snapshot, inputs, truncated
+
+
+def topo_node(evidence: Sequence[str], *, snapshot: str | None = None, example: str | None = None) -> TopoNode:
+    """topo: node evidence files merged as facts of one node, over a snapshot or example when named;
+    the live node when nothing is given."""
+    from ncdoc.importers import import_evidence_detail, merge
+    node = load_node(snapshot=snapshot, example=example, live=False)
+    inputs: list[dict] = []
+    if snapshot:
+        inputs.append({"path": snapshot, "kind": "snapshot_json"})
+    elif example:
+        inputs.append({"kind": "example", "name": example})
+    truncated: list[str] = []
+    for path in evidence:
+        imp = import_evidence_detail(path)
+        inputs.append({"path": path, "kind": imp.kind, "tool": imp.tool, "truncated": imp.truncated})
+        if imp.truncated:
+            truncated.append(path)
+        node = imp.snapshot if node is None else merge(node, imp.snapshot)
+    if node is None:
+        node = capture_live()
+        inputs.append({"path": None, "kind": "live"})
+    return TopoNode(node, inputs, truncated)
+
+
 __all__ = ["capture_live", "load_example_node", "load_node", "current_env", "node_context", "shown_env",
-           "lint_context"]
+           "lint_context", "TopoNode", "topo_node"]
