@@ -12,10 +12,8 @@ never sees half a file, even when the writer is killed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -135,21 +133,7 @@ def render_env(values: Mapping[str, str], fmt: str, comments: Mapping[str, str] 
 
 
 def write_atomic(path: str | Path, text: str) -> Path:
-    """Write `text` to `path` so that readers see the old file or the whole new one, never a part."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, target)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    return target
+    """Write an env file (or any output file beside it) whole or not at all, making its folder
+    (ncdoc.readers.textfile.write_user_file: the one writer)."""
+    from ncdoc.readers.textfile import write_user_file
+    return Path(write_user_file(path, text, "the file", make_dirs=True))

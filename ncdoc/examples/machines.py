@@ -92,9 +92,11 @@ _SpecLoader.add_implicit_resolver(
 
 
 def _read_yaml(path: Path) -> dict[str, Any]:
+    from ncdoc.readers.textfile import read_user_text   # a spec may be the user's own file
+    text = read_user_text(path, "a machine spec")
     try:
-        data = yaml.load(path.read_text(encoding="utf-8"), Loader=_SpecLoader)
-    except (OSError, yaml.YAMLError) as exc:
+        data = yaml.load(text, Loader=_SpecLoader)
+    except yaml.YAMLError as exc:
         raise InputError("cannot read machine spec", path=str(path), cause=str(exc)) from None
     if not isinstance(data, dict):
         raise InputError("a machine spec must be a mapping", path=str(path))

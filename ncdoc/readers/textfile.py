@@ -1,9 +1,12 @@
-"""Reading a file the user named: the one reader, and the one test of "is this text".
+"""Reading a file the user named (the one reader, and the one test of "is this text"), and writing
+one (the one atomic writer).
 
 Every file a user gives ncdoc (a snapshot, an env file, a policy pack, a config, evidence for
-triage or topo, a tuner data file) is read here, so each cannot-use reason is one line that
-names the file, worded the same wherever it is read: missing, a directory, unreadable, too
-large, binary, not UTF-8 text, empty. "-" is standard input.
+triage or topo, a tuner data file, a machine spec) is read here, so each cannot-use reason is
+one line that names the file, worded the same wherever it is read: missing, a directory,
+unreadable, too large, binary, not UTF-8 text, empty. "-" is standard input. Every file ncdoc
+writes (a snapshot, env files, the tuner's outputs) is written by write_user_file: whole or
+not at all.
 
 On the `ncdoc check` path (its snapshot): only builtins, no pathlib or re.
 """
@@ -102,5 +105,60 @@ def read_user_text(path, what: str = "text", *, empty_ok: bool = False, max_byte
     return text
 
 
+def write_user_file(path, text: str, what: str = "the file", *, make_dirs: bool = False) -> str:
+    """Write `text` to `path` so that a reader sees the old file or the whole new one, never a part:
+    a temporary file in the same folder, flushed to disk, renamed over it.
+
+    A symlink is written through (the link stays); a device or pipe (/dev/stdout, a FIFO) is
+    streamed into, since renaming over it would replace the device itself. The folder is made
+    when `make_dirs`, else a missing one is an error. Failures are InputError naming the path.
+    Returns `path` as given."""
+    import os
+    import tempfile
+
+    def failed(exc: OSError, where: str = "") -> InputError:
+        return InputError(f"cannot write {what}", path=where or path, cause=exc.strerror or str(exc))
+
+    given = str(path)
+    path = os.path.realpath(given)
+    if os.path.isdir(path):
+        raise InputError(f"cannot write {what}: that is a folder", path=path)
+    if os.path.exists(path) and not os.path.isfile(path):
+        try:
+            with open(path, "w", encoding="utf-8") as fh:
+                fh.write(text)
+        except OSError as exc:
+            raise failed(exc) from None
+        return given
+    folder = os.path.dirname(path)
+    if not os.path.isdir(folder):
+        if not make_dirs:
+            raise InputError(f"cannot write {what}: no such folder", path=folder)
+        try:
+            os.makedirs(folder, exist_ok=True)
+        except OSError as exc:
+            raise failed(exc, folder) from None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
+    except OSError as exc:
+        raise failed(exc) from None
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise failed(exc) from None
+        raise
+    return given
+
+
 __all__ = ["SAMPLE_BYTES", "MAX_BYTES", "binary_reason", "display_name", "open_user_file", "read_user_bytes",
-           "decode_text", "read_user_text"]
+           "decode_text", "read_user_text", "write_user_file"]

@@ -71,19 +71,21 @@ def test_sysfs_root_snapshot(capsys, tmp_path):
 
 
 def test_devices_and_symlinks_are_written_through_not_replaced(capsys, tmp_path, monkeypatch):
-    from ncdoc.cli.commands import snapshot as cmd
+    import os
+
+    from ncdoc.readers.textfile import write_user_file
 
     real = tmp_path / "real.json"
     real.write_text("old")
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    cmd.write_atomic(str(link), "{}\n")
+    write_user_file(str(link), "{}\n")
     assert link.is_symlink() and real.read_text() == "{}\n"
 
     def no_rename(*_args):
         raise AssertionError("renamed over a device")
-    monkeypatch.setattr(cmd.os, "replace", no_rename)
-    cmd.write_atomic("/dev/null", "{}\n")                  # streamed into the device, never renamed over it
+    monkeypatch.setattr(os, "replace", no_rename)
+    write_user_file("/dev/null", "{}\n")                  # streamed into the device, never renamed over it
 
 
 def test_snapshot_never_imports_ray_or_optuna(tmp_path):

@@ -111,7 +111,7 @@ def test_write_atomic_keeps_old_file_when_writing_fails(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(os, "replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(InputError, match="cannot write the file"):
         write_atomic(target, "new\n")
     assert target.read_text() == "old\n"
     assert [p.name for p in tmp_path.iterdir()] == ["nccl.env"]

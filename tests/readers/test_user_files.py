@@ -79,3 +79,17 @@ def test_every_command_says_it_in_the_same_line(capsys, tmp_path, monkeypatch, c
     assert rc == 2 and out == ""
     assert err.startswith(f"ncdoc: error: {path}: ") and words in err, err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("command", [["env", "generate", "--example", "dgx-h100", "-o"],
+                                     ["snapshot", "--example", "dgx-h100", "-o"]], ids=["env generate", "snapshot"])
+def test_every_command_writes_whole_files_or_says_why_in_one_line(capsys, tmp_path, command):
+    target = tmp_path / "out.txt"
+    target.write_text("old\n")
+    assert main([*command, str(target)]) == 0
+    assert target.read_text() != "old\n" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+    capsys.readouterr()
+    for bad, words in ((tmp_path, "that is a folder"), (tmp_path / "no" / "such.txt", "no such folder")):
+        rc = main([*command, str(bad)])
+        out, err = capsys.readouterr()
+        assert rc == 2 and words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err

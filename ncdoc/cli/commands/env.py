@@ -56,8 +56,8 @@ def _generate(args) -> int:
     snap = load_node(snapshot=args.snapshot, example=args.example)
     text = envgen.render(envgen.generate(snap), args.format)
     if args.output:
-        from ncdoc.envfiles.formats import write_atomic
-        write_atomic(args.output, text)
+        from ncdoc.readers.textfile import write_user_file
+        write_user_file(args.output, text, "the env file")
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

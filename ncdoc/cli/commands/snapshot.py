@@ -6,9 +6,8 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 
-from ncdoc.errors import InputError, UsageError
+from ncdoc.errors import UsageError
 
 NAME = "snapshot"
 HELP = "capture this node's GPU, RDMA, network, PCIe and NCCL facts as a JSON snapshot"
@@ -37,45 +36,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list-examples", action="store_true", help="list the bundled example machines")
     parser.add_argument("--json", action="store_true",
                         help="with -o, print a JSON summary on stdout; with --list-examples, list as JSON")
-
-
-def write_atomic(path: str, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same folder and a rename: never half-written.
-
-    A symlink is written through (the link stays); a device or pipe (/dev/stdout, a FIFO) is
-    streamed into, since renaming over it would replace the device itself.
-    """
-    path = os.path.realpath(path)
-    if os.path.isdir(path):
-        raise InputError("cannot write the snapshot: that is a folder", path=path)
-    if os.path.exists(path) and not os.path.isfile(path):
-        try:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
-        except OSError as exc:
-            raise InputError("cannot write the snapshot", path=path, cause=exc.strerror or str(exc)) from None
-        return
-    folder = os.path.dirname(path)
-    if not os.path.isdir(folder):
-        raise InputError("cannot write the snapshot: no such folder", path=folder)
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
-    except OSError as exc:
-        raise InputError("cannot write the snapshot", path=path, cause=exc.strerror or str(exc)) from None
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise InputError("cannot write the snapshot", path=path, cause=exc.strerror or str(exc)) from None
-        raise
 
 
 def _count(items: tuple, what: str) -> str:
@@ -142,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         snapshot = capture(sysfs_root=root)
     text = snapshot.to_json() + "\n"
     if args.output and args.output != "-":
-        write_atomic(args.output, text)
+        from ncdoc.readers.textfile import write_user_file
+        write_user_file(args.output, text, "the snapshot")
         if args.json:
             print(json.dumps({"schema_version": 1, "output": args.output, "origin": snapshot.origin,
                               "summary": summary(snapshot)[1:], "notes": list(snapshot.notes)}, indent=2))
