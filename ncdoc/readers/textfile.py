@@ -67,6 +67,11 @@ def read_user_bytes(path, limit: int | None = None) -> bytes:
         return stream.read() if limit is None else stream.read(limit)
     with open_user_file(name) as fh:
         try:
+            if limit is not None:
+                import os
+                size = os.fstat(fh.fileno()).st_size     # a regular file: read it whole, no big buffer
+                if size and size <= limit:
+                    return fh.read()
             return fh.read() if limit is None else fh.read(limit)
         except IsADirectoryError:               # some systems open a directory and fail on read
             raise InputError("is a directory, not a file", path=name) from None
@@ -100,7 +105,7 @@ def read_user_text(path, what: str = "text", *, empty_ok: bool = False, max_byte
     if len(raw) > max_bytes:
         raise InputError(f"is larger than {max_bytes >> 20} MiB; too large for {what}", path=name)
     text = decode_text(raw, name, what)
-    if not empty_ok and not text.strip():
+    if not empty_ok and (not text or text.isspace()):
         raise InputError("is empty", path=name)
     return text
 
