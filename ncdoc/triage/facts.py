@@ -101,6 +101,16 @@ def _source_facts(obj: Any) -> dict[str, Any]:
     return d
 
 
+def _curve(tests: Any) -> list[list[float]]:
+    """[[size, busbw]] per complete results row, the better of out-of-place and in-place (as the peak counts)."""
+    out = []
+    for r in getattr(tests, "rows", ()) or ():
+        vals = [g.busbw for g in (r.oop, r.ip) if g is not None and g.busbw is not None]
+        if vals and r.complete:
+            out.append([r.size, max(vals)])
+    return out
+
+
 def build_facts(ctx: Context, ev: Any, exp: Expectation) -> dict[str, Any]:
     logs, tests = list(ev.logs), list(ev.tests)
     transport, transports = combined_transport(logs)
@@ -135,8 +145,8 @@ def build_facts(ctx: Context, ev: Any, exp: Expectation) -> dict[str, Any]:
         facts["topology"] = topology
     facts["sources"] = ([{"path": getattr(x, "source", ""), "kind": "nccl_log", "facts": _source_facts(x)}
                          for x in logs]
-                        + [{"path": getattr(x, "source", ""), "kind": "nccl_tests", "facts": _source_facts(x)}
-                           for x in tests])
+                        + [{"path": getattr(x, "source", ""), "kind": "nccl_tests",
+                            "facts": {**_source_facts(x), "curve": _curve(x)}} for x in tests])
     return facts
 
 

@@ -1,0 +1,80 @@
+"""Jinja2 for the report: one environment with auto-escaping on, templates shipped in the package,
+and the report written atomically (a temp file beside the target, then a rename).
+
+Auto-escaping is on for every template, so any value from an input (a log line, a hostname, an
+env value, a file name) is escaped where it is written; the only unescaped markup is what this
+package made itself (SVG from topology_render and charts), passed through `Markup` by name.
+"""
+
+from __future__ import annotations
+
+import os
+
+_ENV = None
+
+
+def environment():
+    global _ENV
+    if _ENV is None:
+        import jinja2
+        _ENV = jinja2.Environment(
+            loader=jinja2.PackageLoader("ncdoc.report", "templates"),
+            autoescape=True,                   # every template: HTML and SVG alike
+            undefined=jinja2.StrictUndefined,  # a misspelt field is an error in tests, not a blank
+            trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+        )
+        _ENV.filters["num"] = _num
+        _ENV.filters["size"] = _size
+        from ncdoc.report.topology_graph import path_class
+        _ENV.globals["path_class"] = path_class
+    return _ENV
+
+
+def _num(x, digits: int = 1) -> str:
+    if x is None:
+        return "-"
+    try:
+        return f"{float(x):.{digits}f}"
+    except (TypeError, ValueError):
+        return str(x)
+
+
+def _size(n) -> str:
+    """Bytes as nccl-tests users say them: 8 B, 512 KB, 4 MB, 8 GB (powers of 1024)."""
+    try:
+        v = float(n)
+    except (TypeError, ValueError):
+        return str(n)
+    units, i = ("B", "KB", "MB", "GB", "TB", "PB"), 0
+    while v >= 1024 and i < len(units) - 1:
+        v, i = v / 1024, i + 1
+    return f"{v:.0f} {units[i]}" if v == int(v) else f"{v:.1f} {units[i]}"
+
+
+def trusted(markup: str):
+    """SVG this package drew (numbers and escaped text only): inserted as is."""
+    from markupsafe import Markup
+    return Markup(markup)
+
+
+def render_template(name: str, **values) -> str:
+    return environment().get_template(name).render(**values)
+
+
+def write_report(path: str, text: str) -> str:
+    """Write the page atomically (envfiles' writer: temp file beside it, then a rename); a directory,
+    a missing folder or an unwritable place is a UsageError (exit 2), and nothing is left behind."""
+    from ncdoc.envfiles.formats import write_atomic
+    from ncdoc.errors import UsageError
+    target = os.path.abspath(path)
+    if os.path.isdir(target):
+        raise UsageError(f"{path}: is a directory; give a file name such as {os.path.join(path, 'report.html')}")
+    if not os.path.isdir(os.path.dirname(target)):
+        raise UsageError(f"{path}: folder {os.path.dirname(target)} does not exist")
+    try:
+        return str(write_atomic(target, text))
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
+
+
+__all__ = ["environment", "render_template", "trusted", "write_report"]
