@@ -65,7 +65,7 @@ class TopologyView:
     nic_names: dict[str, str] = field(default_factory=dict)
     pairs: dict[str, dict[str, str]] = field(default_factory=dict)
     rails: tuple[tuple[str, str, str], ...] = ()   # (GPU, NIC, path)
-    marks: tuple[tuple[str, str], ...] = ()        # (device, problem)
+    marks: tuple[tuple[str, str, str], ...] = ()   # (device, problem, state: bad | excluded)
     notes: tuple[str, ...] = ()
     problem: str = ""
 
@@ -164,7 +164,8 @@ def topology_view(snapshot: Any, *, ib_hca: str | None = None, nccl_version: str
     if not graph.nodes:
         return TopologyView(source=topo.source, problem=graph.status or "no topology known", notes=graph.notes)
     rails = tuple((graph.node(e.a).label, graph.node(e.b).label, e.label) for e in graph.edges if e.kind == "rail")
-    marks = tuple((n.label if not n.name else f"{n.label} ({n.name})", p) for n in graph.nodes for p in n.problems)
+    marks = tuple((n.label if not n.name or n.name == n.label else f"{n.label} ({n.name})", p,
+                   "excluded" if p.startswith("left out") else "bad") for n in graph.nodes for p in n.problems)
     return TopologyView(trusted(svg(graph, title=title)), topo.status.source or topo.source, graph.gpu_labels,
                         graph.nic_labels, graph.nic_names, graph.pairs, rails, marks, graph.notes)
 

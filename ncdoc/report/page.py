@@ -22,12 +22,26 @@ def environment():
             autoescape=True,                   # every template: HTML and SVG alike
             undefined=jinja2.StrictUndefined,  # a misspelt field is an error in tests, not a blank
             trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True,
+            finalize=visible_controls,
         )
         _ENV.filters["num"] = _num
         _ENV.filters["size"] = _size
         from ncdoc.report.topology_graph import path_class
         _ENV.globals["path_class"] = path_class
     return _ENV
+
+
+_CONTROLS = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
+_CONTROLS.update({0x7F: 0x2421, 0x0D: 0x240D})
+_CONTROLS.update({c: 0xFFFD for c in range(0x80, 0xA0)})
+
+
+def visible_controls(value):
+    """Control characters from inputs (ESC of a colour code, NUL, BEL, C1) as their visible
+    pictures (U+2400...), before escaping: no raw control character reaches the page."""
+    if isinstance(value, str) and not hasattr(value, "__html__"):
+        return value.translate(_CONTROLS)
+    return value
 
 
 def _num(x, digits: int = 1) -> str:

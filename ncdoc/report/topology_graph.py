@@ -359,7 +359,7 @@ def _nvlinks(b: _Builder, snapshot, topo: Topology) -> None:
         counts = {topo.path(a.label, c.label) for a in gpus for c in gpus if a.label < c.label}
         if len(counts) == 1 and path_class(next(iter(counts))) == "NV":
             nv = next(iter(counts))
-            sid = b.add(("nvswitch",), "nvswitch", "NVLink all-to-all", detail=f"{nv} between every GPU pair")
+            sid = b.add(("nvswitch",), "nvswitch", "NVLink all-to-all", detail=f"{nv}, every GPU pair")
             for g in gpus:
                 b.edges.append(TEdge(b.get(("dev", g.label)), sid, "nvlink", nv))
             return
