@@ -89,6 +89,9 @@ def from_tune(sizes: Mapping[str, Mapping[str, Sequence]], expected: Mapping[str
     for coll in colls:
         series = [Series(role, coll, role, _points(sizes[role].get(coll))) for role in sizes if sizes[role].get(coll)]
         series = [s for s in series if s.points]
+        if len(series) == 2 and series[0].points == series[1].points and {s.role for s in series} == {"baseline", "tuned"}:
+            # nothing was recommended: the tuned env is the baseline, one line says so
+            series = [Series("baseline = tuned (no change recommended)", coll, "baseline", series[0].points)]
         if series:
             out.append(CurveSet(coll, tuple(series), _float(expected.get(coll))))
     return out

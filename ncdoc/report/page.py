@@ -31,14 +31,19 @@ def environment():
     return _ENV
 
 
-_CONTROLS = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
-_CONTROLS.update({0x7F: 0x2421, 0x0D: 0x240D})
-_CONTROLS.update({c: 0xFFFD for c in range(0x80, 0xA0)})
+def _escape_controls() -> dict[int, str]:
+    table = {c: f"\\x{c:02x}" for c in range(0x20) if c not in (0x09, 0x0A, 0x0D)}
+    table.update({c: f"\\x{c:02x}" for c in range(0x7F, 0xA0)})
+    return table
+
+
+_CONTROLS = _escape_controls()
 
 
 def visible_controls(value):
-    """Control characters from inputs (ESC of a colour code, NUL, BEL, C1) as their visible
-    pictures (U+2400...), before escaping: no raw control character reaches the page."""
+    """Control characters from inputs (the ESC of a colour code, BEL, NUL, C1) written as \\xNN
+    text, before escaping: no raw control character reaches the page, and the reader sees
+    which one it was in any font."""
     if isinstance(value, str) and not hasattr(value, "__html__"):
         return value.translate(_CONTROLS)
     return value

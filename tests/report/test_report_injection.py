@@ -60,4 +60,4 @@ def test_payloads_are_shown_as_the_text_they_are(tmp_path, capsys):
 def test_control_characters_are_made_visible_not_passed_through(tmp_path, capsys):
     text = hostile_report(tmp_path, capsys)
     assert not re.search(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\x80-\x9f]", text)
-    assert "\u241b[31mred" in text and "\u2407bell" in text and "\u2408back" in text
+    assert "\\x1b[31mred" in text and "\\x07bell" in text and "\\x08back" in text and "\\x9bcsi" in text
