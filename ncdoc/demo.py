@@ -108,9 +108,12 @@ def run_demo(out: str, *, trials: int = 16, seed: int = 0) -> int:
                ["tune", "--backend", "sim", "--snapshot", fixed_path, "--nodes", str(NODES),
                 "--ecmp-paths", str(ECMP_PATHS),
                 "--trials", str(trials), "--repeats", "2", "--seed", str(seed), "--out", out])
+    _step("6. The report: findings, topology, busbw curve and the tuning story on one page",
+          ["report", paths["launch"], paths["tests"], "--snapshot", paths["snapshot"], "--nodes", str(NODES),
+           "--tune", out, "-o", os.path.join(out, "report.html")])
     _say()
     _say(f"Done in {time.monotonic() - t0:.0f} s. Files in {out}/:")
-    for name in ("nccl.env", "nccl_tuner.conf", "EXPLAIN.md", "generated.env"):
+    for name in ("report.html", "nccl.env", "nccl_tuner.conf", "EXPLAIN.md", "generated.env"):
         p = os.path.join(out, name)
         if os.path.exists(p):
             _say(f"  {p}")

@@ -54,6 +54,7 @@ def facts_summary(facts: dict[str, Any]) -> list[str]:
         lines.append(s)
         if exp.get("basis"):
             lines.append("expected from: " + "; ".join(exp["basis"][:3]))
+    lines.extend(_curves(facts))
     ports = facts.get("ports") or []
     if ports:
         lines.append("ports: " + ", ".join(
@@ -62,6 +63,25 @@ def facts_summary(facts: dict[str, Any]) -> list[str]:
             + (f" {p['link_layer']}" if p.get("link_layer") else "") for p in ports[:8])
             + (" ..." if len(ports) > 8 else ""))
     return lines
+
+
+def _curves(facts: dict[str, Any]) -> list[str]:
+    """Each nccl-tests input's busbw by size as a one-line sparkline (ASCII where stdout cannot take blocks)."""
+    import os
+    import sys
+    from ncdoc.report.sparkline import curve_line
+    try:
+        "\u2581\u2588".encode(getattr(sys.stdout, "encoding", None) or "ascii")
+        plain = False
+    except (LookupError, UnicodeEncodeError):
+        plain = True
+    out = []
+    for src in facts.get("sources") or ():
+        curve = (src.get("facts") or {}).get("curve") if src.get("kind") == "nccl_tests" else None
+        line = curve_line(curve or (), ascii_only=plain)
+        if line:
+            out.append(f"{line} ({os.path.basename(str(src.get('path') or ''))})")
+    return out
 
 
 def _stage_title(result, f) -> str:

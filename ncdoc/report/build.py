@@ -121,13 +121,41 @@ def from_rules(report: Any, stage_by_code: dict[str, str], facts: Sequence[tuple
             "rules": rule_docs([f.code for f in views]), "json_findings": len(report.findings)}
 
 
+def triage_parts(result: Any, problems: list[Problem], *, snapshot: str | None = None,
+                 example: str | None = None) -> dict[str, Any]:
+    """Findings, topology and busbw curves from a TriageResult (None when triage could not run)."""
+    from ncdoc.report.curves import from_triage_facts
+    from ncdoc.report.model import bandwidth_charts
+    parts: dict[str, Any] = {}
+    if result is not None:
+        parts.update(from_triage(result))
+    else:
+        parts["inputs"] = tuple((p.where, "could not be read", p.message) for p in problems)
+    snap = node_snapshot(result, snapshot=snapshot, example=example, problems=problems)
+    if snap is not None:
+        fenv = (result.facts.get("env") or {}) if result is not None else snap.env.as_dict()
+        version = (result.facts.get("nccl_version") if result is not None else None) or snap.versions.nccl
+        _topology(parts, snap, problems, ib_hca=fenv.get("NCCL_IB_HCA"), nccl_version=version)
+    if result is not None:
+        sets = from_triage_facts(result.facts)
+        if sets:
+            parts["bandwidth"], parts["bandwidth_note"] = bandwidth_charts(sets)
+    return parts
+
+
+def _topology(parts: dict[str, Any], snap: Any, problems: list[Problem], **kw) -> None:
+    from ncdoc.report.model import topology_view
+    try:
+        parts["topology"] = topology_view(snap, title=snap.host.hostname or "", **kw)
+    except Exception as exc:     # a drawing bug must not lose the findings
+        problems.append(Problem("topology", f"could not be drawn ({type(exc).__name__}: {exc})"))
+
+
 def build_report(paths: Sequence[str] = (), *, snapshot: str | None = None, example: str | None = None,
                  env: Sequence[str] = (), nic_gbps: float | None = None, nics: int | None = None,
                  nodes: int | None = None, tune_dir: str | None = None, cluster: str | None = None,
                  title: str | None = None) -> Report:
     from ncdoc.errors import UsageError
-    from ncdoc.report.curves import from_triage_facts
-    from ncdoc.report.model import bandwidth_charts, topology_view
     if not (paths or snapshot or example or tune_dir or cluster):
         raise UsageError("nothing to report on: give evidence files, --snapshot, --example, --tune DIR "
                          "or --cluster FILE")
@@ -141,23 +169,7 @@ def build_report(paths: Sequence[str] = (), *, snapshot: str | None = None, exam
         result = run_triage(paths, problems, snapshot=snapshot, example=example, env=env, nic_gbps=nic_gbps,
                             nics=nics, nodes=nodes)
         kinds.append("triage" if paths else "node")
-        if result is not None:
-            parts.update(from_triage(result))
-        else:
-            parts["inputs"] = tuple((p.where, "could not be read", p.message) for p in problems)
-        snap = node_snapshot(result, snapshot=snapshot, example=example, problems=problems)
-        if snap is not None:
-            fenv = (result.facts.get("env") or {}) if result is not None else snap.env.as_dict()
-            version = (result.facts.get("nccl_version") if result is not None else None) or snap.versions.nccl
-            try:
-                parts["topology"] = topology_view(snap, ib_hca=fenv.get("NCCL_IB_HCA"), nccl_version=version,
-                                                  title=snap.host.hostname or "")
-            except Exception as exc:     # a drawing bug must not lose the findings
-                problems.append(Problem("topology", f"could not be drawn ({type(exc).__name__}: {exc})"))
-        if result is not None:
-            sets = from_triage_facts(result.facts)
-            if sets:
-                parts["bandwidth"], parts["bandwidth_note"] = bandwidth_charts(sets)
+        parts = triage_parts(result, problems, snapshot=snapshot, example=example)
     tune = None
     if tune_dir:
         from ncdoc.report.model import tune_story
@@ -181,9 +193,27 @@ def build_report(paths: Sequence[str] = (), *, snapshot: str | None = None, exam
                   simulated=bool(tune and tune.simulated), **parts)
 
 
+def triage_page(result: Any, *, snapshot: str | None = None, example: str | None = None,
+                title: str = "ncdoc triage") -> str:
+    """`ncdoc triage --format html`: the page of a triage that already ran."""
+    problems: list[Problem] = []
+    parts = triage_parts(result, problems, snapshot=snapshot, example=example)
+    return render(Report(title, "triage", _version(), problems=tuple(problems), **parts))
+
+
+def node_page(snapshot: Any, report: Any, stage_by_code: dict[str, str], *, title: str,
+              facts: Sequence[tuple[str, str]] = ()) -> str:
+    """`ncdoc doctor --format html`: one node's rule run and its topology."""
+    problems: list[Problem] = []
+    parts = from_rules(report, stage_by_code, facts)
+    _topology(parts, snapshot, problems, ib_hca=snapshot.env.get("NCCL_IB_HCA"), nccl_version=snapshot.versions.nccl)
+    return render(Report(title, "node", _version(), problems=tuple(problems), **parts))
+
+
 def render(report: Report) -> str:
     from ncdoc.report.page import render_template
     return render_template("report.html.j2", r=report)
 
 
-__all__ = ["build_report", "render", "from_triage", "from_rules", "run_triage", "node_snapshot"]
+__all__ = ["build_report", "render", "from_triage", "from_rules", "run_triage", "node_snapshot", "triage_parts",
+           "triage_page", "node_page"]

@@ -19,8 +19,9 @@ def test_demo_runs_every_job_and_writes_the_files(tmp_path):
     assert text.index("$ ncdoc check") < text.index("$ ncdoc triage") < text.index("$ ncdoc tune")
     assert "roce-gid-link-local" in text            # the launch script's GID 0 on RoCE
     assert "socket-ifname-virtual" in text          # NCCL_SOCKET_IFNAME=docker0
-    for name in ("nccl.env", "nccl_tuner.conf", "EXPLAIN.md", "generated.env"):
+    for name in ("nccl.env", "nccl_tuner.conf", "EXPLAIN.md", "generated.env", "report.html"):
         assert (out / name).is_file(), name
+    assert f"wrote {out / 'report.html'} (" in text and "tuning" in text   # the report, and where it is
     generated = (out / "generated.env").read_text()
     assert "NCCL_IB_HCA" in generated and "docker0" not in generated
     # the env file is what bash reads back

@@ -224,3 +224,28 @@ def test_corpus_cases_render_with_the_findings_triage_gives(capsys, tmp_path, ca
     dom = Dom(out.read_text())
     assert len(dom.with_class("finding")) == len(triage_json(capsys, art)["findings"])
     assert external_urls(dom) == []
+
+
+def test_triage_and_doctor_write_the_same_page_with_format_html(capsys):
+    assert main(["triage", str(TESTS), "--example", "h100-roce", "--format", "html"]) in (0, 1)
+    dom = Dom(capsys.readouterr().out)
+    data = triage_json(capsys, TESTS, "--example", "h100-roce")
+    assert len(dom.with_class("finding")) == len(data["findings"]) and dom.having("figure", id="busbw-0")
+    assert len([a for t, a in dom.with_class("node") if t == "g"]) == 16
+    rc = main(["doctor", "--example", "dgx-h100-port-down", "--format", "html"])
+    dom = Dom(capsys.readouterr().out)
+    main(["doctor", "--example", "dgx-h100-port-down", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert rc == 1 and len(dom.with_class("finding")) == len(data["findings"]) > 0
+    assert [a["data-label"] for t, a in dom.with_class("node") if t == "g" and a["data-state"] == "bad"] == ["NIC4"]
+
+
+def test_triage_text_draws_the_busbw_curve_as_a_sparkline(capsys):
+    from ncdoc.report.sparkline import BLOCKS, curve_line, sparkline
+    assert sparkline([0, 1, 2, 4, 8]) == BLOCKS[0] + BLOCKS[1] + BLOCKS[2] + BLOCKS[4] + BLOCKS[7]   # 8 levels, rounded
+    assert sparkline([1, 2], ascii_only=True).isascii()
+    assert curve_line([[8, 0.0], [1 << 30, 100.0]]) == f"busbw 8B..1G {BLOCKS[0]}{BLOCKS[7]} peak 100.0 GB/s at 1G"
+    main(["triage", str(TESTS)])
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if "busbw 1G..8G" in x)
+    assert "peak 177.8 GB/s at 8G" in line and line.endswith("(all_reduce_2x8.txt)")

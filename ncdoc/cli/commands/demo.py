@@ -13,7 +13,7 @@ launch script and of what all_reduce_perf measured, a generated env, and a short
 the simulator (Optuna trials dispatched as tasks on a local Ray instance).
 
 It writes into OUT: evidence/ (the inputs), generated.env, nccl.env, nccl_tuner.conf,
-EXPLAIN.md and the study database. Each step prints the command it runs, so you can repeat
+EXPLAIN.md, the study database and report.html (everything on one page). Each step prints the command it runs, so you can repeat
 it by hand or point it at your own files.
 """
 

@@ -21,6 +21,7 @@ examples:
   ncdoc doctor
   ncdoc doctor --example dgx-h100-port-down
   ncdoc doctor --snapshot node7.json --format markdown > report.md
+  ncdoc doctor --example dgx-h100-port-down --format html > node.html
 """
 
 
@@ -28,7 +29,7 @@ def add_arguments(parser) -> None:
     opt.add_node_arguments(parser)
     opt.add_env_arguments(parser)
     opt.add_selection_arguments(parser, "error")
-    opt.add_output_arguments(parser, ("text", "json", "markdown"), "text")
+    opt.add_output_arguments(parser, ("text", "json", "markdown", "html"), "text")
 
 
 def run(args) -> int:
@@ -44,5 +45,10 @@ def run(args) -> int:
     if snap.notes:
         facts.append(("Probe notes", list(snap.notes)))
     title = f"ncdoc doctor: {snap.host.hostname or snap.origin}"
+    if fmt == "html":          # one self-contained page with the topology drawn (ncdoc report)
+        from ncdoc.report.build import node_page
+        rows = [(k, str(v)) for name, part in facts if isinstance(part, dict) for k, v in part.items()]
+        sys.stdout.write(node_page(snap, report, {r.code: r.stage for r in sel.rules}, title=title, facts=rows))
+        return 1 if report.fails(sel.fail_on) else 0
     sys.stdout.write(render(report, fmt, title=title, facts=facts, skipped=True, color=args.color))
     return 1 if report.fails(sel.fail_on) else 0

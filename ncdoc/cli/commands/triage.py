@@ -32,6 +32,7 @@ examples:
   ncdoc triage rank0.log all_reduce.txt topo.txt launch.sh
   ncdoc triage results.txt --nic-gbps 400 --nics 8 --nodes 2
   ncdoc triage job.log --env NCCL_IB_HCA=mlx5_0,mlx5_1 --json
+  ncdoc triage job.log all_reduce.txt --format html > triage.html
 """
 
 
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nic-gbps", type=float, metavar="N", help="port rate of one NIC, Gb/s (e.g. 400)")
     parser.add_argument("--nics", type=int, metavar="K", help="rail NICs per node (with --nic-gbps)")
     parser.add_argument("--nodes", type=int, metavar="N", help="nodes the job ran on")
-    opt.add_output_arguments(parser, FORMATS, "text")
+    opt.add_output_arguments(parser, FORMATS + ("html",), "text")   # html: the page of ncdoc report
     parser.add_argument("--fail-on", choices=("error", "warning", "info", "none"), default="error",
                         help="lowest severity that makes the exit status 1 (default error)")
     parser.add_argument("--show-skipped", action="store_true", help="list the rules skipped and why")
@@ -65,5 +66,9 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("give --snapshot or --example, not both")
     result = triage(args.paths, snapshot=args.snapshot, example=args.example, env=args.env,
                     nic_gbps=args.nic_gbps, nics=args.nics, nodes=args.nodes)
-    sys.stdout.write(render(result, fmt, color=args.color, show_skipped=args.show_skipped))
+    if fmt == "html":
+        from ncdoc.report.build import triage_page
+        sys.stdout.write(triage_page(result, snapshot=args.snapshot, example=args.example))
+    else:
+        sys.stdout.write(render(result, fmt, color=args.color, show_skipped=args.show_skipped))
     return result.exit_code(args.fail_on)
