@@ -47,7 +47,7 @@ def _rc(matplotlib) -> dict:
             "font.sans-serif": ["DejaVu Sans", "Verdana", "Arial"], "font.size": 10,
             "axes.spines.top": False, "axes.spines.right": False, "axes.grid": True,
             "grid.color": "#dddddd", "grid.linewidth": 0.6, "axes.edgecolor": "#555555",
-            "legend.frameon": False, "figure.dpi": 72}
+            "legend.frameon": False, "figure.dpi": 72, "axes.axisbelow": True}
 
 
 _ID = re.compile(r'\bid="([^"]+)"')

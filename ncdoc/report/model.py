@@ -260,7 +260,7 @@ def tune_story(data: Any) -> TuneStory:
         dashboard = f"optuna-dashboard {url}"
     rec = s.get("recommended_env") if isinstance(s.get("recommended_env"), dict) else {}
     base = s.get("baseline_env") if isinstance(s.get("baseline_env"), dict) else {}
-    recommended = tuple((str(k), str(v) + ("" if base.get(k) == v else "  (tuned)")) for k, v in rec.items())
+    recommended = tuple((str(k), str(v) + ("" if base.get(k) == v else "    # tuned")) for k, v in rec.items())
     cands = tuple(("accepted" if c.get("recommended") else "rejected",
                    ", ".join(f"{k}={v}" for k, v in (c.get("changes") or {}).items()) or "(NCCL defaults)",
                    str(c.get("why", ""))) for c in data.candidates)

@@ -47,7 +47,8 @@ def run(args) -> int:
     title = f"ncdoc doctor: {snap.host.hostname or snap.origin}"
     if fmt == "html":          # one self-contained page with the topology drawn (ncdoc report)
         from ncdoc.report.build import node_page
-        rows = [(k, str(v)) for name, part in facts if isinstance(part, dict) for k, v in part.items()]
+        rows = [(k if name == "Node" else f"{name}: {k}", str(v)) for name, part in facts if isinstance(part, dict)
+                for k, v in part.items()]
         sys.stdout.write(node_page(snap, report, {r.code: r.stage for r in sel.rules}, title=title, facts=rows))
         return 1 if report.fails(sel.fail_on) else 0
     sys.stdout.write(render(report, fmt, title=title, facts=facts, skipped=True, color=args.color))
