@@ -31,6 +31,8 @@ def test_wheel_ships_rules_tuners_examples_and_the_prelaunch_script(wheel):
     for example in (ROOT / "ncdoc" / "examples").glob("*.yaml"):
         assert f"ncdoc/examples/{example.name}" in names
     assert "ncdoc/nccl/data/nccl_vars.json" in names
+    for template in (ROOT / "ncdoc" / "report" / "templates").iterdir():      # the HTML report's pages
+        assert f"ncdoc/report/templates/{template.name}" in names
     assert any(n.endswith(".data/scripts/ncdoc-prelaunch") for n in names)
     # rules/ and tuners/ are data inside the package, never top-level import packages
     assert not any(n.startswith(("rules/", "tuners/")) for n in names)
