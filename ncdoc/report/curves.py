@@ -69,7 +69,7 @@ def from_triage_facts(facts: Mapping[str, Any]) -> list[CurveSet]:
         pts = _points(f.get("curve"))
         if not pts:
             continue
-        coll = str(f.get("collective") or "unknown collective")
+        coll = str(f.get("collective") or "nccl-tests (collective not named in the output)")
         name = str(src.get("path") or "nccl-tests").replace("\\", "/").rsplit("/", 1)[-1]
         by_coll.setdefault(coll, []).append(Series(name, coll, "measured", pts))
     out = []
