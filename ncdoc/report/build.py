@@ -49,15 +49,11 @@ def node_snapshot(result: Any, *, snapshot: str | None, example: str | None, pro
     """The node as `ncdoc topo` reads it from the same inputs: the snapshot or example, merged with
     every node-evidence file triage recognised (topo -m, ibv_devinfo, topology XML)."""
     from ncdoc.errors import NcdocError
+    from ncdoc.usecases.node_context import load_node
     snap = None
     try:
-        if example:
-            from ncdoc.examples.machines import load_example
-            snap = load_example(example)
-        elif snapshot:
-            from ncdoc.snapshot import Snapshot
-            snap = Snapshot.load(snapshot)
-    except (NcdocError, KeyError, FileNotFoundError) as exc:
+        snap = load_node(snapshot=snapshot, example=example, live=False)
+    except NcdocError as exc:
         problems.append(Problem("topology", str(exc)))
     if result is None:
         return snap

@@ -81,19 +81,11 @@ def render_template(name: str, **values) -> str:
 
 
 def write_report(path: str, text: str) -> str:
-    """Write the page atomically (envfiles' writer: temp file beside it, then a rename); a directory,
-    a missing folder or an unwritable place is a UsageError (exit 2), and nothing is left behind."""
-    from ncdoc.envfiles.formats import write_atomic
-    from ncdoc.errors import UsageError
-    target = os.path.abspath(path)
-    if os.path.isdir(target):
-        raise UsageError(f"{path}: is a directory; give a file name such as {os.path.join(path, 'report.html')}")
-    if not os.path.isdir(os.path.dirname(target)):
-        raise UsageError(f"{path}: folder {os.path.dirname(target)} does not exist")
-    try:
-        return str(write_atomic(target, text))
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write ({exc.strerror or exc})") from None
+    """Write the page whole or not at all, with the one writer (readers/textfile.write_user_file:
+    a temp file beside it, then a rename); a folder, a missing folder or an unwritable place is one
+    line and exit 2 (InputError naming the path)."""
+    from ncdoc.readers.textfile import write_user_file
+    return os.path.abspath(write_user_file(path, text, "the report"))
 
 
 __all__ = ["environment", "render_template", "trusted", "write_report"]

@@ -128,12 +128,12 @@ def test_only_unreadable_inputs_still_write_a_page_that_says_so(capsys, tmp_path
 
 
 @pytest.mark.parametrize("make, words", [
-    (lambda p: p.mkdir(), "is a directory"),
-    (lambda p: None, "does not exist"),
+    (lambda p: p.mkdir(), "that is a folder"),
+    (lambda p: None, "no such folder"),
 ])
 def test_an_output_that_is_a_directory_or_in_no_folder_is_one_line_and_exit_2(capsys, tmp_path, make, words):
     target = tmp_path / "out.html"
-    if words == "does not exist":
+    if words == "no such folder":
         target = tmp_path / "missing" / "out.html"
     make(target)
     rc = main(["report", "--example", "dgx-h100", "-o", str(target)])

@@ -7,6 +7,8 @@ import argparse
 import json
 import os
 
+from ncdoc.cli import rule_options as opt
+
 NAME = "report"
 HELP = "write one self-contained HTML report: findings, topology, busbw curve, tuning story, cluster grid"
 DESCRIPTION = """\
@@ -49,8 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--snapshot", metavar="FILE", help="an ncdoc snapshot of the node")
     src.add_argument("--example", metavar="NAME", help="use a bundled example machine as the node")
-    parser.add_argument("--env", action="append", default=[], metavar="NAME=VALUE",
-                        help="an NCCL variable the job ran with (repeatable; beats files and logs)")
+    opt.add_env_option(parser, "an NCCL variable the job ran with, beating launch files and logs")
     parser.add_argument("--nic-gbps", type=float, metavar="N", help="port rate of one NIC, Gb/s (e.g. 400)")
     parser.add_argument("--nics", type=int, metavar="K", help="rail NICs per node (with --nic-gbps)")
     parser.add_argument("--nodes", type=int, metavar="N", help="nodes the job ran on")
@@ -69,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
     if args.nics is not None and args.nic_gbps is None:
         raise UsageError("--nics needs --nic-gbps")
     out = args.output
-    if os.path.isdir(out):        # before any work: a directory is a usage error, not a late failure
-        raise UsageError(f"{out}: is a directory; give a file name such as {os.path.join(out, 'report.html')}")
+    if os.path.isdir(out):        # said before any work, in the writer's words
+        from ncdoc.errors import InputError
+        raise InputError("cannot write the report: that is a folder", path=os.path.realpath(out))
     rep = build_report(args.paths, snapshot=args.snapshot, example=args.example, env=args.env,
                        nic_gbps=args.nic_gbps, nics=args.nics, nodes=args.nodes, tune_dir=args.tune,
                        cluster=args.cluster, title=args.title)
