@@ -67,6 +67,8 @@ class Host:
     iommu: str | None = None                   # "off" | "on" | "passthrough"; None = unknown
     modules: dict[str, bool] = field(default_factory=dict)  # module of interest -> loaded
     dev_infiniband: tuple[str, ...] | None = None           # entries of /dev/infiniband; None = could not look
+    dev_nvidia: tuple[str, ...] | None = None               # /dev/nvidia* entries (nvidia0, nvidiactl, ...); None = could not look
+    proc_driver_nvidia: bool | None = None                  # /proc/driver/nvidia exists: the NVIDIA kernel driver is loaded
 
 
 # ---------------------------------------------------------------- versions
@@ -110,6 +112,18 @@ class Gpu:
     compute_capability: str | None = None      # "9.0"
     memory_mib: int | None = None
     nvlinks: tuple[NvLink, ...] = ()
+    # GPU health NVML reports cheaply (None: not asked, or not supported on this GPU)
+    retired_pages_pending: bool | None = None  # pages retired since the last reset: reset the GPU to apply
+    remapped_rows_pending: bool | None = None  # HBM rows remapped since the last reset: reset the GPU to apply
+    remapped_rows_failure: bool | None = None  # a row remap failed: the GPU needs service
+
+
+@record(frozen=True)
+class FailedGpu:
+    """A GPU NVML counts but cannot use: lost (XID 79 "fallen off the bus"), needing a reset, ..."""
+    index: int
+    error: str                                 # NVML's error text: "GPU is lost"
+    kind: str = ""                             # NVML's error class, without the NVMLError_ prefix: "GpuIsLost"
 
 
 @record(frozen=True)
@@ -126,6 +140,10 @@ class GpuSection:
     p2p: tuple[P2PStatus, ...] = ()
     fabric_manager: str | None = None          # "completed" | "in_progress" | "not_started" | "failed" | "not_supported"; None unknown
     fabric_manager_detail: str = ""
+    nvml_error: str = ""                       # NVML's error text when it could not start (or a query hung)
+    nvml_error_kind: str = ""                  # its error class without NVMLError_: "LibRmVersionMismatch",
+                                               # "DriverNotLoaded", ...; "Timeout" when the probe was stopped
+    failed: tuple[FailedGpu, ...] = ()
 
 
 # ---------------------------------------------------------------- RDMA devices
@@ -286,6 +304,46 @@ class NcclEnv:
         return {v.name: v.value for v in self.values}
 
 
+# ---------------------------------------------------------------- the job
+
+@record(frozen=True)
+class JobClaim:
+    """One statement of what the job was given: "SLURM_GPUS_ON_NODE=8", "--nodes 4"."""
+    source: str                                # "SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES", "--expect-gpus", "config:<file>"
+    value: int                                 # the count it states
+    text: str = ""                             # the value as given
+    items: tuple[str, ...] = ()                # for device lists (CUDA_VISIBLE_DEVICES=0,1,...): the entries
+
+
+@record(frozen=True)
+class JobSection:
+    """What the job that is about to start expects of this node, from its launcher's variables and
+    ncdoc's own options. Rules compare these claims with the node; they never read the environment."""
+    status: Status = field(default_factory=_unknown)
+    gpus: tuple[JobClaim, ...] = ()            # GPUs the job was given on this node
+    nodes: tuple[JobClaim, ...] = ()           # nodes the job spans
+    ranks: tuple[JobClaim, ...] = ()           # ranks in the whole job (WORLD_SIZE, OMPI_COMM_WORLD_SIZE)
+    local_ranks: tuple[JobClaim, ...] = ()     # ranks on this node (LOCAL_WORLD_SIZE, OMPI_COMM_WORLD_LOCAL_SIZE)
+    ignored: tuple[str, ...] = ()              # variables set to something that is not a count, in words
+
+
+# ---------------------------------------------------------------- how the probes went
+
+@record(frozen=True)
+class ProbeTiming:
+    name: str                                  # "host", "NVML", "PCI", ...
+    ms: float
+    timed_out: bool = False
+
+
+@record(frozen=True)
+class ProbeRun:
+    """How long each probe took and which one did not finish in time (live captures only)."""
+    deadline_s: float | None = None            # the time the capture was given (None: no deadline)
+    timings: tuple[ProbeTiming, ...] = ()
+    timed_out: tuple[str, ...] = ()            # what did not answer in time, in words
+
+
 # ---------------------------------------------------------------- imported path matrix
 
 @record(frozen=True)
@@ -316,6 +374,8 @@ class Snapshot:
     numa: NumaSection = field(default_factory=NumaSection)
     env: NcclEnv = field(default_factory=NcclEnv)
     paths: PathMatrix = field(default_factory=PathMatrix)
+    job: JobSection = field(default_factory=JobSection)
+    probes: ProbeRun = field(default_factory=ProbeRun)
     notes: tuple[str, ...] = ()                # what the probes did not find, in words
 
     # -- convenience lookups used by topology and rules

@@ -33,6 +33,7 @@ import yaml
 
 from ncdoc.errors import InputError, UsageError
 from ncdoc.readers.yaml_lines import check_keys
+from ncdoc.examples import stored
 from ncdoc.examples.tree import (Built, NetDev, PciNode, Rdma, TreeWriter, auto_netdev_name, digest,
                                 expand_pci, guid_for, ib_hw_address, mac_for,
                                 write_netdev, write_pci, write_rdma, port_facts, ip_json)
@@ -286,6 +287,11 @@ def _host_files(tw: TreeWriter, spec: dict[str, Any], host: dict[str, Any], cpul
     if "podman" in (host.get("container") or []):
         tw.file("run/.containerenv", "")
     if host.get("driver") and "nvidia" in modules:
+        # what the driver creates: a device node per GPU, the control and UVM nodes
+        for i in range(len(built.gpus)):
+            tw.file(f"dev/nvidia{i}", "")
+        for name in ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools"):
+            tw.file(f"dev/{name}", "")
         tw.file("proc/driver/nvidia/version",
                 f"NVRM version: NVIDIA UNIX x86_64 Kernel Module  {host['driver']}  Tue Mar  5 22:42:15 UTC 2024\n"
                 "GCC version:  gcc version 12.3.0 (Ubuntu 12.3.0-1ubuntu1~22.04)\n")
@@ -386,11 +392,16 @@ def _verbs_answers(built: Built) -> dict[str, Any]:
 
 # ---------------------------------------------------------------- examples
 
-def load_example(name: str) -> Snapshot:
-    """Build bundled example `name` in a temporary folder, probe it, return its Snapshot."""
+def capture_example(name: str) -> Snapshot:
+    """Build bundled example `name` in a temporary folder, probe it, return its Snapshot: what the
+    stored snapshot (ncdoc.examples.stored) must equal, and what `ncdoc snapshot --example` prints."""
     # tmpfs where there is one: an example is ~1500 small files, written and read once.
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
     with tempfile.TemporaryDirectory(prefix=f"ncdoc-{name}-", dir=shm) as tmp:
         machine = build_machine(name, tmp)
         snapshot = machine.capture()
     return snapshot.replace(origin=f"example:{name}")
+
+
+# The bundled examples are read from their stored snapshots (fast, no tree to build).
+load_example = stored.load_example

@@ -8,16 +8,16 @@ MTU exactly as the kernel derives it (iboe_get_mtu), and an IB port's MTU stays 
 
 from __future__ import annotations
 
-import re
-from typing import Any
-
 from ncdoc.probes.sysfs import SysfsReader, numa_of, pci_address_of
 from ncdoc.snapshot import Gid, Hca, HcaSection, Port, Status
 from ncdoc.topology import natural_key
 
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any
+
 CLASS_DIR = "/sys/class/infiniband"
 IB_MTU = {1: 256, 2: 512, 3: 1024, 4: 2048, 5: 4096}
-_RATE = re.compile(r"^\s*([\d.]+)\s*Gb/sec(?:\s*\((\d+X)\s*([A-Za-z0-9]+)?\))?")
 # GRH + UDP + BTH + XRC ext + AtomicETH + ICRC: what include/rdma/ib_addr.h iboe_get_mtu subtracts
 _ROCE_OVERHEAD = 40 + 8 + 12 + 4 + 28 + 4
 _ZERO_GIDS = {"0000:0000:0000:0000:0000:0000:0000:0000", "fe80:0000:0000:0000:0000:0000:0000:0000"}
@@ -34,10 +34,25 @@ def parse_rate(text: str | None) -> tuple[float | None, str | None, str | None]:
     """"400 Gb/sec (4X NDR)" -> (400.0, "4X", "NDR")."""
     if not text:
         return None, None, None
-    m = _RATE.match(text)
-    if not m:
+    rest = text.lstrip()
+    n = 0
+    while n < len(rest) and (rest[n].isdigit() or rest[n] == "."):
+        n += 1
+    number, rest = rest[:n], rest[n:].lstrip()
+    if not number or not rest.startswith("Gb/sec"):
         return None, None, None
-    return float(m.group(1)), m.group(2), m.group(3)
+    try:
+        gbps = float(number)
+    except ValueError:
+        return None, None, None
+    width = speed = None
+    inner = rest[6:].lstrip()
+    if inner.startswith("(") and ")" in inner:
+        parts = inner[1:inner.index(")")].split()
+        if parts and parts[0][:-1].isdigit() and parts[0].endswith("X") and len(parts) <= 2 \
+                and (len(parts) == 1 or parts[1].isalnum() and parts[1].isascii()):
+            width, speed = parts[0], (parts[1] if len(parts) == 2 else None)
+    return gbps, width, speed
 
 
 def roce_mtu(netdev_mtu: int | None) -> int | None:

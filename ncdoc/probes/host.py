@@ -1,14 +1,22 @@
-"""Host facts: names, kernel, CPU, virtualisation, IOMMU, the kernel modules NCCL depends on."""
+"""Host facts: names, kernel, CPU, virtualisation, IOMMU, the kernel modules NCCL depends on, and
+the NVIDIA and RDMA device nodes a job can open.
+
+Read from files only (no `platform`, `socket` or `re`: this runs in every `ncdoc check`)."""
 
 from __future__ import annotations
 
-import platform
-import re
-import socket
-from typing import Mapping
+import os
 
 from ncdoc.probes.sysfs import SysfsReader
 from ncdoc.snapshot import Host, Status
+
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Mapping
+
+# /proc/cpuinfo is generated as it is read, one CPU after the other; only the first block is
+# used, so only its start is read (the whole file is ~1 KB per CPU, and slow on big machines).
+_CPUINFO_HEAD = 16384
 
 # Modules whose presence changes what NCCL can do: GPUDirect RDMA needs nvidia_peermem (or
 # the older out-of-tree nv_peer_mem), verbs needs ib_core/ib_uverbs and the HCA's driver,
@@ -28,7 +36,8 @@ _DMI_VENDORS = (
 
 def _cpuinfo(fs: SysfsReader) -> dict[str, str]:
     """Fields of the first processor block of /proc/cpuinfo."""
-    text = fs.text("/proc/cpuinfo") or ""
+    head = fs.read_bytes("/proc/cpuinfo", _CPUINFO_HEAD)
+    text = head.decode("utf-8", "replace") if head else ""
     fields: dict[str, str] = {}
     for line in text.split("\n"):
         if not line.strip():
@@ -131,13 +140,15 @@ def probe_host(fs: SysfsReader, environ: Mapping[str, str]) -> tuple[Host, list[
     kernel = fs.text("/proc/sys/kernel/osrelease")
     arch = fs.text("/proc/sys/kernel/arch")
     if fs.live:
-        hostname = hostname or socket.gethostname()
-        kernel = kernel or platform.release()
-        arch = arch or platform.machine()
+        uname = os.uname()
+        hostname = hostname or uname.nodename
+        kernel = kernel or uname.release
+        arch = arch or uname.machine
     modules, problem = _modules(fs)
     if problem:
         notes.append(f"kernel modules unknown: {problem}")
     dev_ib = fs.listdir("/dev/infiniband")
+    dev = fs.listdir("/dev")
     cpu_model = cpu.get("model name") or cpu.get("Model") or cpu.get("cpu model")
     vendor = cpu.get("vendor_id") or _arm_vendor(cpu)
     host = Host(
@@ -147,12 +158,14 @@ def probe_host(fs: SysfsReader, environ: Mapping[str, str]) -> tuple[Host, list[
         os=_os_name(fs),
         arch=arch,
         cpu_vendor=vendor,
-        cpu_model=re.sub(r"\s+", " ", cpu_model) if cpu_model else None,
+        cpu_model=" ".join(cpu_model.split()) if cpu_model else None,
         hypervisor=_hypervisor(fs, cpu),
         container=_containers(fs, environ),
         iommu=_iommu(fs),
         modules=modules,
         dev_infiniband=tuple(dev_ib) if dev_ib is not None else None,
+        dev_nvidia=tuple(n for n in dev if n.startswith("nvidia")) if dev is not None else None,
+        proc_driver_nvidia=fs.is_dir("/proc/driver/nvidia"),
     )
     return host, notes
 

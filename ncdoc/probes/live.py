@@ -3,43 +3,63 @@
 Each probe fills one section and says what it could not find. A probe that fails in a way
 nobody foresaw turns its own section into "unknown, because <error>" and the rest of the
 snapshot still fills: a doctor that crashes on the sick node is no use.
+
+NVML is asked in a child process (ncdoc.probes.nvml_process) started right after the host probe,
+so it runs while the other probes read sysfs, and it is stopped when it has not answered by the
+deadline: the GPU section then says so, and the snapshot names the probe in `probes.timed_out`.
+On a node with no NVIDIA device node (/dev/nvidia*) and no NVIDIA driver (/proc/driver/nvidia),
+NVML is not asked at all and pynvml is never imported. Each probe's time is kept in
+`probes.timings` (`ncdoc check --timings`).
 """
 
 from __future__ import annotations
 
-import datetime as _dt
 import os
-from typing import Any, Callable, Mapping, TypeVar
+import time
 
-from ncdoc.probes.gpus import GpuProbe, probe_gpus
+from ncdoc.probes.gpus import GpuProbe, gpus_from, probe_gpus, without_nvml
 from ncdoc.probes.hcas import probe_hcas
 from ncdoc.probes.host import probe_host
+from ncdoc.probes.job import probe_job
 from ncdoc.probes.nccl_env import read_nccl_env
 from ncdoc.probes.net import probe_net
 from ncdoc.probes.numa import probe_numa
 from ncdoc.probes.pci import probe_pci
 from ncdoc.probes.sysfs import SysfsReader
 from ncdoc.probes.versions import probe_versions
-from ncdoc.snapshot import (GpuSection, HcaSection, Host, NcclEnv, NetSection, NumaSection,
-                            PciSection, Snapshot, Status, Versions)
+from ncdoc.snapshot import (GpuSection, HcaSection, Host, JobSection, NcclEnv, NetSection, NumaSection,
+                            PciSection, ProbeRun, ProbeTiming, Snapshot, Status, Versions)
 
-T = TypeVar("T")
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Any, Callable, Mapping
 
-
-def _guarded(what: str, fn: Callable[[], tuple[T, list[str]]], empty: Callable[[Status], T],
-             notes: list[str]) -> T:
-    try:
-        section, found = fn()
-    except Exception as exc:  # noqa: BLE001 - the contract: a probe bug makes its section unknown
-        reason = f"{what} probe failed: {type(exc).__name__}: {exc}"
-        notes.append(reason)
-        return empty(Status.unknown(reason))
-    notes.extend(found)
-    return section
+# NVML's time when the caller sets none (`ncdoc snapshot`, `ncdoc doctor`): generous, since nvmlInit
+# on GPUs without persistence mode takes seconds, but finite, since it can also hang.
+DEFAULT_NVML_TIMEOUT_S = 30.0
+NO_NVIDIA_DEVICES = ("no NVIDIA device node (/dev/nvidia*) and no NVIDIA driver (/proc/driver/nvidia): "
+                     "NVML not queried")
 
 
-def _with_notes(probe: GpuProbe) -> tuple[GpuProbe, list[str]]:
-    return probe, probe.notes
+class _Run:
+    """The probes' bookkeeping: notes for the snapshot, each probe's time, what timed out."""
+
+    def __init__(self):
+        self.notes: list[str] = []
+        self.timings: list[ProbeTiming] = []
+        self.timed_out: list[str] = []
+
+    def guarded(self, what: str, fn: Callable[[], tuple[Any, list[str]]], empty: Callable[[Status], Any]) -> Any:
+        t0 = time.perf_counter()
+        try:
+            section, found = fn()
+        except Exception as exc:  # noqa: BLE001 - the contract: a probe bug makes its section unknown
+            reason = f"{what} probe failed: {type(exc).__name__}: {exc}"
+            self.notes.append(reason)
+            section, found = empty(Status.unknown(reason)), []
+        self.timings.append(ProbeTiming(name=what, ms=round((time.perf_counter() - t0) * 1000, 2)))
+        self.notes.extend(found)
+        return section
 
 
 def _import_verbs() -> Any:
@@ -51,14 +71,29 @@ def _import_verbs() -> Any:
     return verbs
 
 
+def nvidia_present(host: Host) -> bool:
+    """Whether the node shows an NVIDIA device node or driver (unknown counts as present: ask NVML)."""
+    if not host.status.known or host.dev_nvidia is None:
+        return True
+    return bool(host.dev_nvidia) or bool(host.proc_driver_nvidia)
+
+
+def _now_utc() -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+
+
 def capture(*, sysfs_root: str = "/", nvml: Any = None, verbs: Any = None,
             environ: Mapping[str, str] | None = None, home: str | None = None,
-            use_verbs: bool = True) -> Snapshot:
+            use_verbs: bool = True, timeout_s: float | None = None, job: Mapping[str, Any] | None = None) -> Snapshot:
     """Probe the node under `sysfs_root` ("/" = this machine) and return its Snapshot.
 
-    nvml: a pynvml-like module (None: import pynvml on the live root; skip NVML on another root).
+    nvml: None: on the live root, ask pynvml in a child process when the node shows NVIDIA devices
+          (on another root, NVML is not asked); a pynvml-like module: ask it in this process (replays);
+          a module name ("pynvml"): ask that module in a child process, on any root.
+    timeout_s: how long NVML may take (default DEFAULT_NVML_TIMEOUT_S).
     verbs: a pyverbs.device-like module (None: import pyverbs on the live root when use_verbs).
     environ/home: the environment and home folder a job would start with (default: ours).
+    job: ncdoc's own claims about the job (probe_job's keywords: expect_gpus, nodes, config_gpus).
     """
     fs = SysfsReader(sysfs_root)
     env = dict(os.environ if environ is None else environ)
@@ -68,24 +103,55 @@ def capture(*, sysfs_root: str = "/", nvml: Any = None, verbs: Any = None,
         verbs = _import_verbs()
     if not use_verbs:
         verbs = None
-    notes: list[str] = []
+    nvml_time = DEFAULT_NVML_TIMEOUT_S if timeout_s is None else timeout_s
+    run = _Run()
 
-    host = _guarded("host", lambda: probe_host(fs, env), lambda s: Host(status=s), notes)
-    pci = _guarded("PCI", lambda: probe_pci(fs), lambda s: PciSection(status=s), notes)
-    numa = _guarded("NUMA", lambda: probe_numa(fs), lambda s: NumaSection(status=s), notes)
-    gpu_probe = _guarded("GPU", lambda: _with_notes(probe_gpus(fs, nvml, pci)),
-                         lambda s: GpuProbe(GpuSection(status=s)), notes)
-    hcas = _guarded("RDMA", lambda: probe_hcas(fs, verbs), lambda s: HcaSection(status=s), notes)
-    net = _guarded("network", lambda: probe_net(fs, hcas), lambda s: NetSection(status=s), notes)
-    versions = _guarded(
-        "versions", lambda: probe_versions(fs, env, nvml_driver=gpu_probe.driver, nvml_cuda=gpu_probe.cuda_driver),
-        lambda s: Versions(status=s), notes)
-    nccl_env = _guarded("NCCL environment",
-                        lambda: (read_nccl_env(env, home=home, root=fs.root), []),
-                        lambda s: NcclEnv(status=s), notes)
+    host = run.guarded("host", lambda: probe_host(fs, env), lambda s: Host(status=s))
+    pending = None
+    t_nvml = time.perf_counter()
+    if isinstance(nvml, str) or (nvml is None and fs.live and nvidia_present(host)):
+        from ncdoc.probes import nvml_process
+        pending = nvml_process.start(fs, nvml if isinstance(nvml, str) else "pynvml")
+    pci = run.guarded("PCI", lambda: probe_pci(fs), lambda s: PciSection(status=s))
+    numa = run.guarded("NUMA", lambda: probe_numa(fs), lambda s: NumaSection(status=s))
+    hcas = run.guarded("RDMA", lambda: probe_hcas(fs, verbs), lambda s: HcaSection(status=s))
+    net = run.guarded("network", lambda: probe_net(fs, hcas), lambda s: NetSection(status=s))
+    nccl_env = run.guarded("NCCL environment", lambda: (read_nccl_env(env, home=home, root=fs.root), []),
+                           lambda s: NcclEnv(status=s))
+    jobs = run.guarded("job", lambda: (probe_job(env, **dict(job or {})), []), lambda s: JobSection(status=s))
+
+    def gpus() -> tuple[GpuProbe, list[str]]:
+        if pending is not None:
+            from ncdoc.probes import nvml_process
+            left = nvml_time - (time.perf_counter() - t_nvml)
+            answer, stopped = nvml_process.finish(pending, left)
+            if stopped:
+                run.timed_out.append(answer.error_text)
+            probe = gpus_from(answer, pci)
+        elif nvml is not None and not isinstance(nvml, str):
+            probe = probe_gpus(fs, nvml, pci)
+        elif fs.live:
+            probe = without_nvml(NO_NVIDIA_DEVICES, pci)
+        else:
+            probe = without_nvml("NVML not queried: the snapshot root is not this machine", pci)
+        return probe, probe.notes
+
+    gpu_probe = run.guarded("NVML" if pending is not None else "GPU", gpus,
+                            lambda s: GpuProbe(GpuSection(status=s)))
+    if pending is not None:            # NVML's time runs from its start, alongside the other probes
+        run.timings[-1] = ProbeTiming(name="NVML", ms=round((time.perf_counter() - t_nvml) * 1000, 2),
+                                      timed_out=bool(run.timed_out))
+    rdma = bool(hcas.hcas) or not hcas.status.known
+    versions = run.guarded(
+        "versions", lambda: probe_versions(fs, env, nvml_driver=gpu_probe.driver, nvml_cuda=gpu_probe.cuda_driver,
+                                           rdma=rdma),
+        lambda s: Versions(status=s))
     return Snapshot(
         origin="live" if fs.live else f"sysfs:{fs.root}",
-        created=_dt.datetime.now(_dt.timezone.utc).replace(microsecond=0).isoformat(),
+        created=_now_utc(),
         host=host, versions=versions, gpus=gpu_probe.section, hcas=hcas, net=net,
-        pci=pci, numa=numa, env=nccl_env, notes=tuple(dict.fromkeys(notes)),
+        pci=pci, numa=numa, env=nccl_env, job=jobs,
+        probes=ProbeRun(deadline_s=nvml_time if pending is not None else None, timings=tuple(run.timings),
+                        timed_out=tuple(run.timed_out)),
+        notes=tuple(dict.fromkeys(run.notes)),
     )

@@ -16,10 +16,13 @@ This module is pure apart from reading the two files, so `ncdoc lint` reuses it.
 from __future__ import annotations
 
 import os
-from typing import Mapping
 
 from ncdoc.envfiles.layers import layer, parse_conf
 from ncdoc.snapshot import EnvValue, NcclEnv, Status
+
+TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
+if TYPE_CHECKING:
+    from typing import Mapping
 
 ETC_CONF = "/etc/nccl.conf"
 

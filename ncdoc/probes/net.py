@@ -1,31 +1,28 @@
-"""IP interfaces from /sys/class/net, with addresses from `ip -j addr` (live) or a recorded copy.
+"""IP interfaces from /sys/class/net, with their addresses from the kernel's own tables in /proc.
 
-Addresses are the one fact sysfs does not hold. On the live node `ip -j addr show` is run
-with a timeout; without `ip` (containers often lack iproute2), /proc/net/if_inet6 gives the
-IPv6 ones and the kernel's routing tables the IPv4 ones: /proc/net/fib_trie lists the local
-addresses, /proc/net/route which interface holds each subnet. A fake or
-captured tree may carry the JSON output of `ip -j addr show` as <root>/.ncdoc/ip-addr.json,
-which is parsed by the same code.
+Addresses are the one fact sysfs does not hold. They are read from /proc rather than from a
+child `ip` process (which cost `ncdoc check` a fork and an exec on every run, and is missing
+from many container images): /proc/net/fib_trie lists the host's local IPv4 addresses,
+/proc/net/route which interface holds each directly connected subnet, and /proc/net/if_inet6
+every IPv6 address with its interface and prefix. An IPv4 address whose subnet has no route
+(a /32 on a dummy interface) is not attributed to an interface. A fake or captured tree may
+carry the JSON output of `ip -j addr show` as <root>/.ncdoc/ip-addr.json instead, which is
+read first.
 """
 
 from __future__ import annotations
-
-import ipaddress
-import json
-import shutil
-import subprocess
 
 from ncdoc.probes.sysfs import SysfsReader, pci_address_of
 from ncdoc.snapshot import HcaSection, NetIf, NetSection, Status
 
 CLASS_DIR = "/sys/class/net"
 RECORDED_ADDRESSES = "/.ncdoc/ip-addr.json"
-_IP_TIMEOUT_S = 3.0
 _ARPHRD_INFINIBAND, _ARPHRD_LOOPBACK = 32, 772
 
 
 def parse_ip_json(text: str) -> dict[str, list[str]]:
     """`ip -j addr show` output -> {ifname: ["10.0.0.11/24", "fe80::1/64", ...]}."""
+    import json         # fake and captured trees only
     data = json.loads(text)
     out: dict[str, list[str]] = {}
     for link in data if isinstance(data, list) else []:
@@ -39,14 +36,26 @@ def parse_ip_json(text: str) -> dict[str, list[str]]:
     return out
 
 
-def parse_ip_oneline(text: str) -> dict[str, list[str]]:
-    """`ip -o addr show` output (older iproute2 without -j) -> {ifname: [addr/prefix, ...]}."""
-    out: dict[str, list[str]] = {}
-    for line in text.splitlines():
-        fields = line.split()
-        if len(fields) >= 4 and fields[2] in ("inet", "inet6"):
-            out.setdefault(fields[1].rstrip(":").split("@")[0], []).append(fields[3])
-    return out
+def ipv6_text(packed: bytes) -> str:
+    """16 address bytes as RFC 5952 text (what `ip` and Python's ipaddress print): lower-case hex,
+    leading zeros dropped, the longest run of two or more zero groups (the first on a tie) as '::'."""
+    groups = [int.from_bytes(packed[i:i + 2], "big") for i in range(0, 16, 2)]
+    best, best_len, i = -1, 1, 0
+    while i < 8:
+        if groups[i] == 0:
+            j = i
+            while j < 8 and groups[j] == 0:
+                j += 1
+            if j - i > best_len:
+                best, best_len = i, j - i
+            i = j
+        else:
+            i += 1
+    if best < 0:
+        return ":".join(f"{g:x}" for g in groups)
+    head = ":".join(f"{g:x}" for g in groups[:best])
+    tail = ":".join(f"{g:x}" for g in groups[best + best_len:])
+    return f"{head}::{tail}"
 
 
 def parse_if_inet6(text: str) -> dict[str, list[str]]:
@@ -57,12 +66,26 @@ def parse_if_inet6(text: str) -> dict[str, list[str]]:
         if len(fields) != 6 or len(fields[0]) != 32:
             continue
         try:
-            addr = ipaddress.IPv6Address(bytes.fromhex(fields[0]))
+            addr = ipv6_text(bytes.fromhex(fields[0]))
             prefix = int(fields[2], 16)
         except ValueError:
             continue
         out.setdefault(fields[5], []).append(f"{addr}/{prefix}")
     return out
+
+
+def _ipv4_int(text: str) -> int | None:
+    """"10.0.0.11" -> its 32-bit value; None when it is not a dotted quad."""
+    parts = text.split(".")
+    if len(parts) != 4 or not all(p.isdigit() and p.isascii() and len(p) <= 3 for p in parts):
+        return None
+    value = 0
+    for p in parts:
+        octet = int(p)
+        if octet > 255:
+            return None
+        value = value << 8 | octet
+    return value
 
 
 def parse_fib_local(text: str) -> list[str]:
@@ -102,9 +125,8 @@ def ipv4_from_proc(fib_trie: str, route: str, loopback: str = "lo") -> dict[str,
     subnets.sort(reverse=True)
     out: dict[str, list[str]] = {}
     for addr in parse_fib_local(fib_trie):
-        try:
-            value = int(ipaddress.IPv4Address(addr))
-        except ValueError:
+        value = _ipv4_int(addr)
+        if value is None:
             continue
         if value >> 24 == 127:
             out.setdefault(loopback, []).append(f"{addr}/8")
@@ -116,17 +138,6 @@ def ipv4_from_proc(fib_trie: str, route: str, loopback: str = "lo") -> dict[str,
     return out
 
 
-def _run_ip(args: list[str]) -> str | None:
-    ip = shutil.which("ip")
-    if not ip:
-        return None
-    try:
-        done = subprocess.run([ip, *args], capture_output=True, text=True, timeout=_IP_TIMEOUT_S, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return done.stdout if done.returncode == 0 else None
-
-
 def read_addresses(fs: SysfsReader) -> tuple[dict[str, list[str]] | None, str]:
     """(addresses per interface or None when unknown, where they came from)."""
     recorded = fs.text(RECORDED_ADDRESSES)
@@ -135,16 +146,6 @@ def read_addresses(fs: SysfsReader) -> tuple[dict[str, list[str]] | None, str]:
             return parse_ip_json(recorded), f"file:{RECORDED_ADDRESSES}"
         except ValueError:
             pass
-    if fs.live:
-        text = _run_ip(["-j", "addr", "show"])
-        if text:
-            try:
-                return parse_ip_json(text), "ip -j addr"
-            except ValueError:
-                pass
-        text = _run_ip(["-o", "addr", "show"])
-        if text:
-            return parse_ip_oneline(text), "ip -o addr"
     inet6 = fs.text("/proc/net/if_inet6")
     fib, route = fs.text("/proc/net/fib_trie"), fs.text("/proc/net/route")
     if fib is None or route is None:
@@ -235,7 +236,7 @@ def probe_net(fs: SysfsReader, hcas: HcaSection) -> tuple[NetSection, list[str]]
     addresses, addr_source = read_addresses(fs)
     notes: list[str] = []
     if addresses is None:
-        notes.append("IP addresses unknown: `ip` is not available and /proc/net/if_inet6 cannot be read"
+        notes.append("IP addresses unknown: /proc/net/fib_trie, /proc/net/route and /proc/net/if_inet6 cannot be read"
                      if fs.live else f"IP addresses unknown: this tree holds no {RECORDED_ADDRESSES} "
                      "(the output of `ip -j addr show`) and no /proc/net/if_inet6")
     elif "IPv6 only" in addr_source:

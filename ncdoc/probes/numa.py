@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import re
-
 from ncdoc.probes.sysfs import SysfsReader
 from ncdoc.snapshot import NumaNode, NumaSection, Status
 
-_NODE = re.compile(r"^node(\d+)$")
+
+def _node_id(entry: str) -> int | None:
+    """"node3" -> 3; None for anything else (has_cpu, possible, power, ...)."""
+    digits = entry[4:]
+    return int(digits) if entry.startswith("node") and digits.isdigit() and digits.isascii() else None
 
 
 def probe_numa(fs: SysfsReader) -> tuple[NumaSection, list[str]]:
@@ -16,7 +18,7 @@ def probe_numa(fs: SysfsReader) -> tuple[NumaSection, list[str]]:
     if entries is None:
         reason = fs.why_not(base)
         return NumaSection(status=Status.unknown(reason)), [f"NUMA layout unknown: {reason}"]
-    ids = sorted(int(m.group(1)) for e in entries if (m := _NODE.match(e)))
+    ids = sorted(i for i in map(_node_id, entries) if i is not None)
     if not ids:
         if not fs.is_dir(base):
             # Kernels built without NUMA support have no such folder: one memory domain.

@@ -9,9 +9,7 @@ which the same rule handles: the parent is the path component above the device.
 
 from __future__ import annotations
 
-import struct
-
-from ncdoc.probes.sysfs import HOST_BRIDGE, PCI_ADDRESS, SysfsReader, numa_of
+from ncdoc.probes.sysfs import SysfsReader, is_host_bridge, is_pci_address, numa_of
 from ncdoc.snapshot import PciDevice, PciSection, Status
 
 _ACS_CAP_ID = 0x000D
@@ -45,6 +43,7 @@ def acs_control(config: bytes | None) -> str | None:
     """
     if config is None or len(config) <= _EXT_CAP_START:
         return None
+    import struct           # only for the bridges whose config space is readable
     offset, seen = _EXT_CAP_START, set()
     while offset and offset + 8 <= len(config) and offset not in seen:
         seen.add(offset)
@@ -68,7 +67,7 @@ def _parent(resolved: str | None) -> str | None:
     if len(parts) < 2:
         return None
     above = parts[-2]
-    if PCI_ADDRESS.match(above) or HOST_BRIDGE.match(above):
+    if is_pci_address(above) or is_host_bridge(above):
         return above
     return None
 
@@ -127,5 +126,5 @@ def probe_pci(fs: SysfsReader) -> tuple[PciSection, list[str]]:
             return PciSection(status=Status.unknown(reason)), [f"PCIe tree unknown: {reason}"]
         return (PciSection(status=Status.absent("no PCI devices", source="sysfs:/sys/bus/pci/devices")),
                 ["no PCI devices found in /sys/bus/pci/devices"])
-    devices = tuple(read_device(fs, a) for a in entries if PCI_ADDRESS.match(a))
+    devices = tuple(read_device(fs, a) for a in entries if is_pci_address(a))
     return PciSection(status=Status.ok(source="sysfs:/sys/bus/pci/devices"), devices=devices), []

@@ -39,17 +39,15 @@ def capture_live() -> Snapshot:
 
 
 def load_example_node(name: str) -> Snapshot:
-    """A bundled example machine; UsageError naming it when there is none of that name."""
+    """A bundled example machine, from its stored snapshot (no tree to build); UsageError naming the
+    known ones when there is none of that name."""
     try:
-        from ncdoc.examples.machines import load_example
+        from ncdoc.examples.stored import load_example
     except ModuleNotFoundError as exc:
         if exc.name and exc.name.startswith("ncdoc"):
             raise UsageError("bundled example machines are not available in this build") from None
         raise
-    try:
-        return load_example(name)
-    except (KeyError, FileNotFoundError):
-        raise UsageError(f"no example machine named {name!r}") from None
+    return load_example(name)
 
 
 def load_node(*, snapshot: str | None = None, example: str | None = None, live: bool = True) -> Snapshot | None:

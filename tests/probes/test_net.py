@@ -1,4 +1,4 @@
-"""IP interfaces: kinds, bonds and bridges, HCA links, addresses from `ip -j addr` and fallbacks."""
+"""IP interfaces: kinds, bonds and bridges, HCA links, addresses from /proc (or a recorded `ip -j addr`)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,7 @@ import pytest
 
 from ncdoc.examples.machines import build_machine
 from ncdoc.probes.hcas import probe_hcas
-from ncdoc.probes.net import (ipv4_from_proc, parse_fib_local, parse_if_inet6, parse_ip_json, parse_ip_oneline,
-                              probe_net)
+from ncdoc.probes.net import ipv4_from_proc, ipv6_text, parse_fib_local, parse_if_inet6, parse_ip_json, probe_net
 from ncdoc.probes.sysfs import SysfsReader
 
 IP_J = json.dumps([
@@ -24,9 +23,6 @@ IP_J = json.dumps([
 
 def test_parsers():
     assert parse_ip_json(IP_J) == {"lo": ["127.0.0.1/8", "::1/128"], "eth0": ["10.0.0.5/24"], "ib0": []}
-    oneline = ("1: lo    inet 127.0.0.1/8 scope host lo\\       valid_lft forever\n"
-               "2: eth0    inet6 fe80::1/64 scope link \\       valid_lft forever\n")
-    assert parse_ip_oneline(oneline) == {"lo": ["127.0.0.1/8"], "eth0": ["fe80::1/64"]}
     assert parse_if_inet6("fe800000000000000000000000000001 02 40 20 80     eth0\n") == {"eth0": ["fe80::1/64"]}
 
 
@@ -128,3 +124,13 @@ def test_a_tree_without_ip_output_reads_ipv4_from_proc(tmp_path):
     assert notes == []
     assert {n.name: n.addresses for n in net.interfaces}["enp5s0"] == ("10.12.4.17/16", "fe80::1/64")
     assert net.status.source.endswith("/proc/net/fib_trie+route+if_inet6")
+
+
+@pytest.mark.parametrize("hexaddr", ["00000000000000000000000000000001", "fe800000000000000000000000000001",
+                                     "20010db8000000000001000000000001", "20010db8000100000000000000000000",
+                                     "00000000000000000000000000000000", "20010db800000000000000000000abcd",
+                                     "fd000000000000020000000000000002", "fe8000000000000000fc00fffe000001"])
+def test_ipv6_text_is_what_ip_and_python_print(hexaddr):
+    import ipaddress
+    packed = bytes.fromhex(hexaddr)
+    assert ipv6_text(packed) == str(ipaddress.IPv6Address(packed))

@@ -90,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
                 print(f"{name:<{width}}  {desc}")
         return 0
     if args.example:
-        from ncdoc.examples.machines import load_example
+        from ncdoc.examples.machines import capture_example     # built and probed, not the stored copy
 
-        snapshot = load_example(args.example)
+        snapshot = capture_example(args.example)
     else:
         from ncdoc.probes.live import capture
 
