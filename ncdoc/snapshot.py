@@ -404,13 +404,17 @@ class Snapshot:
         if not isinstance(data, dict) or "schema_version" not in data:
             raise InputError("not an ncdoc snapshot (no schema_version)", path=path)
         version = data.get("schema_version")
+        if type(version) is int and version > SCHEMA_VERSION:
+            raise InputError(f"snapshot written by a newer ncdoc (schema_version {version}; this ncdoc reads "
+                             f"{SCHEMA_VERSION}): upgrade ncdoc to read it", path=path)
         if version != SCHEMA_VERSION:
             raise InputError(f"snapshot schema_version {version!r} is not supported "
                              f"(this ncdoc reads {SCHEMA_VERSION})", path=path)
         try:
             return from_json_data("Snapshot", data, sys.modules[__name__])
         except (TypeError, ValueError, KeyError) as exc:
-            raise InputError("malformed snapshot", path=path, cause=str(exc)) from None
+            hint = " (written by a newer ncdoc?)" if isinstance(exc, KeyError) and "unknown field" in str(exc) else ""
+            raise InputError("malformed snapshot" + hint, path=path, cause=str(exc).strip("'\"")) from None
 
     @classmethod
     def load(cls, path) -> "Snapshot":

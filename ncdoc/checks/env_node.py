@@ -178,8 +178,26 @@ def socket_ifname_no_match(ctx: Context):
     yield Hit(msg + ": bootstrap fails with 'no socket interface found'", (ev(v),), subject="NCCL_SOCKET_IFNAME")
 
 
+def _names_loopback_only(ctx: Context):
+    """Without node facts (`ncdoc lint` of an env alone): NCCL_SOCKET_IFNAME naming only lo, the
+    loopback interface every Linux node has, is wrong on any of them. Skip when the value says less."""
+    v = ctx.env_map.get("NCCL_SOCKET_IFNAME")
+    why = ctx.missing("net")
+    if v is None or not v.value:
+        raise Skip(why)
+    from ncdoc.nccl.parse import parse_list
+    lst = parse_list(v.value, max_entries=16, version=ctx.nccl_version)
+    if lst.negate or not lst.entries or any(e.prefix != "lo" for e in lst.entries):
+        raise Skip(why)
+    yield Hit(f"NCCL_SOCKET_IFNAME={v.value} selects only lo, the loopback interface of every Linux node: NCCL "
+              "bootstraps over 127.0.0.1, which ranks on other nodes cannot reach", (ev(v),), subject="lo")
+
+
 @check("socket_ifname_loopback")
 def socket_ifname_loopback(ctx: Context):
+    if ctx.missing("net"):
+        yield from _names_loopback_only(ctx)
+        return
     ifname, found, how = _interfaces(ctx)
     if not found:
         return

@@ -26,6 +26,7 @@ current directory upward; or --config FILE):
     select = ["NC1", "NC4"]
     ignore = {NC1004 = "we pin NCCL_MIN_NCHANNELS on purpose"}     # a reason is required
     fail-on = "warning"
+    expect-gpus = 8                         # GPUs every node must show (ncdoc check; rule NC5101)
     [severity]
     NC1005 = "error"
 """
@@ -48,7 +49,7 @@ ENTRY_KEYS = ("var", "level", "value", "one_of", "regex", "range", "severity", "
 PACK_KEYS = ("policy", "description", "hosts", "when", "variables")
 WHEN_KEYS = ("nccl", "driver", "cuda", "plugin")
 CONFIG_NAMES = ("ncdoc.toml", ".ncdoc.toml", ".ncdoc.yaml", ".ncdoc.yml")
-CONFIG_KEYS = ("rules", "select", "ignore", "severity", "fail-on")
+CONFIG_KEYS = ("rules", "select", "ignore", "severity", "fail-on", "expect-gpus")
 FAIL_ON = ("info", "warning", "error", "none")
 
 
@@ -275,11 +276,13 @@ def satisfies(entry: Entry, value: str) -> bool:
 # ---------------------------------------------------------------- config file
 
 class Config:
-    __slots__ = ("path", "rules", "select", "ignore", "severity", "fail_on")
+    __slots__ = ("path", "rules", "select", "ignore", "severity", "fail_on", "expect_gpus")
 
-    def __init__(self, path: str | None = None, rules=(), select=None, ignore=None, severity=None, fail_on=None):
+    def __init__(self, path: str | None = None, rules=(), select=None, ignore=None, severity=None, fail_on=None,
+                 expect_gpus: int | None = None):
         self.path, self.rules, self.select = path, list(rules), list(select) if select is not None else None
         self.ignore, self.severity, self.fail_on = dict(ignore or {}), dict(severity or {}), fail_on
+        self.expect_gpus = expect_gpus
 
 
 def find_config(start: str | None = None) -> str | None:
@@ -329,8 +332,12 @@ def load_config(path: str | None = None, *, start: str | None = None) -> Config:
     fail_on = data.get("fail-on")
     if fail_on is not None and fail_on not in FAIL_ON:
         raise InputError(f"fail-on must be one of {', '.join(FAIL_ON)}", path=p, line=key_line(data, "fail-on"))
+    expect_gpus = data.get("expect-gpus")
+    if expect_gpus is not None and (type(expect_gpus) is not int or expect_gpus < 0):
+        raise InputError("expect-gpus must be a whole number of GPUs (0 or more)", path=p,
+                         line=key_line(data, "expect-gpus"))
     return Config(p, [os.path.join(base, r) if not os.path.isabs(r) else r for r in rules], select, ignore,
-                  severity, fail_on)
+                  severity, fail_on, expect_gpus)
 
 
 __all__ = ["LEVELS", "Entry", "Policy", "parse_policy", "load_policy", "applies", "satisfies", "Config",

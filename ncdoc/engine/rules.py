@@ -71,7 +71,9 @@ class Rule:
 
     @property
     def docs(self) -> str:
-        return f"docs/rules/{self.code}-{self.name}.md"
+        """Where the rule is documented, in a form that works after `pip install` (the generated pages
+        under docs/rules/ are not in the wheel)."""
+        return f"ncdoc rule {self.code}"
 
     def check_gate(self, name: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
         """(needs, only_if_set) of one of the rule's checks (its own, in a rule with several)."""

@@ -22,11 +22,13 @@ FAIL_ON = ("info", "warning", "error", "none")
 
 
 class Selection:
-    __slots__ = ("ruleset", "rules", "overrides", "ignored", "fail_on", "policies", "config_path")
+    __slots__ = ("ruleset", "rules", "overrides", "ignored", "fail_on", "policies", "config_path", "config", "ran")
 
-    def __init__(self, ruleset, rules, overrides, ignored, fail_on, policies, config_path):
+    def __init__(self, ruleset, rules, overrides, ignored, fail_on, policies, config_path, config=None):
         self.ruleset, self.rules, self.overrides = ruleset, rules, overrides
         self.ignored, self.fail_on, self.policies, self.config_path = ignored, fail_on, policies, config_path
+        self.config = config             # the ncdoc.engine.policy.Config read (None with --no-config)
+        self.ran: list = []              # the rules the last run() judged (for reports listing every rule run)
 
     def run(self, ctx) -> Report:
         from ncdoc.engine.rules import run_rules
@@ -50,6 +52,7 @@ class Selection:
                     continue
                 kept.append(replace(r, checks=tuple(c for c in r.checks if c not in missing)) if gone else r)
             rules = kept
+        self.ran = list(rules)
         report = run_rules(ctx, rules, severity_overrides=self.overrides)
         extra = tuple(skipped_missing) + tuple(Skipped(r.code, r.name, f"ignored: {why}") for r, why in self.ignored)
         return Report(report.findings, report.skipped + extra)
@@ -138,7 +141,7 @@ def resolve(*, select=None, ignore=None, severity=None, fail_on: str | None = No
         from ncdoc.engine.policy import load_policy
         policies = [load_policy(p) for p in dict.fromkeys(paths)]
     rules = sorted(chosen.values(), key=lambda r: r.code)
-    return Selection(rs, rules, overrides, ignored, fo, policies, cfg_path)
+    return Selection(rs, rules, overrides, ignored, fo, policies, cfg_path, cfg)
 
 
 __all__ = ["Selection", "resolve", "parse_ignore", "parse_severity", "FAIL_ON"]

@@ -10,8 +10,10 @@ Answers format (JSON): {"init_error": null | "LibraryNotFound" | ..., "driver_ve
 "cuda_driver_version": 12020, "devices": [{"name", "uuid", "pci": {busId, domain, bus, device,
 pciDeviceId, pciSubSystemId}, "numa_node", "cuda_compute_capability": [9, 0], "memory_total",
 "nvlinks": [{"state", "remote_type", "remote_pci"}] | {"error": "NotSupported"},
-"fabric": {"state", "status", "clique_id"} | {"error": "NotSupported"}}],
-"p2p": {"0-1": {"0": 0, "1": 0}}}. Any recorded value may be {"error": "<NVML error name>"}.
+"fabric": {"state", "status", "clique_id"} | {"error": "NotSupported"}, "retired_pages_pending": 0 | 1,
+"remapped_rows": {"corrected", "uncorrected", "pending", "failure"}, "handle_error": "GpuIsLost"}],
+"p2p": {"0-1": {"0": 0, "1": 0}}}. Any recorded value may be {"error": "<NVML error name>"}; a device
+without retired_pages_pending / remapped_rows answers NotSupported, as a GPU without HBM does.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ _ERROR_CODES = {
     "NotFound": "NVML_ERROR_NOT_FOUND", "DriverNotLoaded": "NVML_ERROR_DRIVER_NOT_LOADED",
     "LibraryNotFound": "NVML_ERROR_LIBRARY_NOT_FOUND", "FunctionNotFound": "NVML_ERROR_FUNCTION_NOT_FOUND",
     "GpuIsLost": "NVML_ERROR_GPU_IS_LOST", "LibRmVersionMismatch": "NVML_ERROR_LIB_RM_VERSION_MISMATCH",
+    "ResetRequired": "NVML_ERROR_RESET_REQUIRED",
     "Unknown": "NVML_ERROR_UNKNOWN",
 }
 
@@ -136,6 +139,8 @@ class RecordedNvml:
         self._check()
         if not 0 <= index < len(self._devices):
             self._raise("InvalidArgument")
+        if self._devices[index].get("handle_error"):
+            self._raise(self._devices[index]["handle_error"])
         return _Handle(index)
 
     def nvmlDeviceGetHandleByPciBusId(self, bus_id: str | bytes) -> _Handle:
@@ -182,6 +187,16 @@ class RecordedNvml:
         mem = self._pynvml.c_nvmlMemory_t()
         mem.total, mem.free, mem.used = total, total, 0
         return mem
+
+    # ---------------------------------------------------------------- health
+
+    def nvmlDeviceGetRetiredPagesPendingStatus(self, handle: Any) -> int:
+        return int(self._field(handle, "retired_pages_pending"))
+
+    def nvmlDeviceGetRemappedRows(self, handle: Any) -> tuple[int, int, int, int]:
+        rows = self._field(handle, "remapped_rows")
+        return (int(rows.get("corrected", 0)), int(rows.get("uncorrected", 0)), int(bool(rows.get("pending"))),
+                int(bool(rows.get("failure"))))
 
     # ---------------------------------------------------------------- NVLink
 

@@ -84,8 +84,8 @@ def render(report, *, title: str | None = None, facts=None, skipped: bool = True
         out += [f"### {md(STAGE_TITLES.get(stage, stage))}", ""]
         for f in groups[stage]:
             subject = f" ({f.subject})" if f.subject and f.subject != stage else ""
-            name = f"[{md(f.name)}]({_url(f.docs)})" if f.docs else md(f.name)
-            out.append(f"- **{f.severity.upper()} {md(f.code)} {name}**{md(subject)}: {prose(f.message)}")
+            # the docs are a command (`ncdoc rule CODE`, below), not a page in the wheel: no link
+            out.append(f"- **{f.severity.upper()} {md(f.code)} {md(f.name)}**{md(subject)}: {prose(f.message)}")
             for e in f.evidence:
                 where = e.where()
                 out.append(f"  - evidence: {code(e.text)}" + (f" ({md(where)})" if where else ""))
@@ -94,6 +94,8 @@ def render(report, *, title: str | None = None, facts=None, skipped: bool = True
             if f.env_patch:
                 patch = " ".join(f"{k}={v}" if v is not None else f"unset {k}" for k, v in f.env_patch.items())
                 out.append(f"  - env: {code(patch)}")
+            if f.docs:
+                out.append(f"  - docs: {code(f.docs)}")
         out.append("")
     if skipped and report.skipped:
         out += [f"### Skipped ({len(report.skipped)})", ""]

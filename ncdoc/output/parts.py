@@ -3,7 +3,7 @@ reason, and each finding's stage."""
 
 from __future__ import annotations
 
-FORMATS = ("text", "lines", "json", "markdown")
+FORMATS = ("text", "lines", "json", "markdown", "github", "sarif", "junit", "concise")
 SCHEMA_VERSION = 1
 
 # Text a report quotes (messages with observed values, log lines, env values, file names) can hold

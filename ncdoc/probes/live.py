@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import time
 
+from ncdoc.probes.deadline import DeadlineExceeded
 from ncdoc.probes.gpus import GpuProbe, gpus_from, probe_gpus, without_nvml
 from ncdoc.probes.hcas import probe_hcas
 from ncdoc.probes.host import probe_host
@@ -53,6 +54,8 @@ class _Run:
         t0 = time.perf_counter()
         try:
             section, found = fn()
+        except DeadlineExceeded:
+            raise                 # the whole check's deadline: not this probe's bug, the check stops
         except Exception as exc:  # noqa: BLE001 - the contract: a probe bug makes its section unknown
             reason = f"{what} probe failed: {type(exc).__name__}: {exc}"
             self.notes.append(reason)

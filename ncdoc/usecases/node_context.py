@@ -26,8 +26,9 @@ if TYPE_CHECKING:
     from ncdoc.snapshot import NcclEnv, Snapshot
 
 
-def capture_live() -> Snapshot:
-    """This machine, probed; UsageError in a build without the probes."""
+def capture_live(**options) -> Snapshot:
+    """This machine, probed (`options`: ncdoc.probes.live.capture's keywords, e.g. timeout_s, job);
+    UsageError in a build without the probes."""
     try:
         from ncdoc.probes.live import capture
     except ModuleNotFoundError as exc:
@@ -35,7 +36,7 @@ def capture_live() -> Snapshot:
             raise UsageError("live probing is not available in this build; read the node from a file "
                              "(--snapshot FILE)") from None
         raise
-    return capture()
+    return capture(**options)
 
 
 def load_example_node(name: str) -> Snapshot:
@@ -50,14 +51,16 @@ def load_example_node(name: str) -> Snapshot:
     return load_example(name)
 
 
-def load_node(*, snapshot: str | None = None, example: str | None = None, live: bool = True) -> Snapshot | None:
-    """The Snapshot from a snapshot file or an example name, else the live node (None when not `live`)."""
+def load_node(*, snapshot: str | None = None, example: str | None = None, live: bool = True,
+              live_options: dict | None = None) -> Snapshot | None:
+    """The Snapshot from a snapshot file or an example name, else the live node (None when not `live`;
+    `live_options`: the live capture's keywords)."""
     if snapshot:
         from ncdoc.snapshot import Snapshot
         return Snapshot.load(snapshot)
     if example:
         return load_example_node(example)
-    return capture_live() if live else None
+    return capture_live(**(live_options or {})) if live else None
 
 
 def current_env() -> NcclEnv:
@@ -80,11 +83,21 @@ def _empty_env() -> NcclEnv:
 
 
 def node_context(*, snapshot: str | None = None, example: str | None = None, env: Sequence[str] = (),
-                 env_files: Sequence[str] = (), nccl_version: str | None = None) -> tuple[Snapshot, Context]:
+                 env_files: Sequence[str] = (), nccl_version: str | None = None, job: dict | None = None,
+                 live_options: dict | None = None) -> tuple[Snapshot, Context]:
     """check and doctor: the node (live unless a file or example is named) with --env and --env-file
-    layered over its own env, and the Context every rule reads."""
+    layered over its own env, and the Context every rule reads.
+
+    job: ncdoc's own claims about the job (ncdoc.probes.job keywords: expect_gpus, nodes, config_gpus),
+    read with the live node, or added to a file's or an example's job section; live_options: more
+    keywords for the live capture (timeout_s)."""
     from ncdoc.engine.rules import Context
-    snap = load_node(snapshot=snapshot, example=example)
+    claims = {k: v for k, v in (job or {}).items() if v is not None}
+    snap = load_node(snapshot=snapshot, example=example,
+                     live_options={**(live_options or {}), **({"job": claims} if claims else {})})
+    if claims and (snapshot or example):
+        from ncdoc.probes.job import with_options
+        snap = snap.replace(job=with_options(snap.job, **claims))
     layered = _layered(snap.env, env, env_files)
     if layered is not snap.env:
         snap = snap.replace(env=layered)

@@ -158,6 +158,13 @@ def record_nvml(nvml: Any) -> dict[str, Any]:
             links.append(entry)
         dev["nvlinks"] = links
         dev["fabric"] = _fabric(nvml, handle)
+        pending = ask("nvmlDeviceGetRetiredPagesPendingStatus", handle)
+        if not isinstance(pending, dict):          # a GPU without HBM answers NotSupported: leave it out
+            dev["retired_pages_pending"] = int(pending)
+        rows = ask("nvmlDeviceGetRemappedRows", handle)
+        if isinstance(rows, (tuple, list)) and len(rows) >= 4:
+            dev["remapped_rows"] = {"corrected": int(rows[0]), "uncorrected": int(rows[1]),
+                                    "pending": bool(rows[2]), "failure": bool(rows[3])}
         answers["devices"].append(dev)
     for a in range(len(handles)):
         for b in range(a + 1, len(handles)):

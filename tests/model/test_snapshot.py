@@ -47,7 +47,8 @@ def test_records_are_frozen_and_replaceable():
 
 @pytest.mark.parametrize("payload, needle", [
     ({"hello": 1}, "not an ncdoc snapshot"),
-    ({"schema_version": SCHEMA_VERSION + 1}, "not supported"),
+    ({"schema_version": SCHEMA_VERSION + 1}, "newer ncdoc"),
+    ({"schema_version": "1"}, "not supported"),
     ({"schema_version": SCHEMA_VERSION, "host": {"bogus": 1}}, "bogus"),
     ({"schema_version": SCHEMA_VERSION, "hcas": {"hcas": [{"name": 3}]}}, "expected a string"),
 ])

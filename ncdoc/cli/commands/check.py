@@ -1,25 +1,42 @@
-"""`ncdoc check`: the pre-launch gate. Node + effective NCCL env; prints only problems."""
+"""`ncdoc check`: the pre-launch gate. Node + effective NCCL env + the job's claims; prints only problems."""
 
 from __future__ import annotations
 
 import sys
 
 from ncdoc.cli import rule_options as opt
+from ncdoc.errors import UsageError
 
 NAME = "check"
-HELP = "pre-launch gate: check this node and its NCCL env; print problems only, exit 1 on errors"
-DESCRIPTION = """\
-Check the node a job is about to run on (probed live, or from --snapshot / --example) with
-the NCCL environment the job will see, and print one line per problem. Cheap enough for
-every job script, Slurm prolog and Kubernetes init container (see bin/ncdoc-prelaunch).
+HELP = "pre-launch gate: check this node for the job about to start; print problems only, exit 1 on errors"
+FORMATS = ("lines", "text", "json", "markdown", "github", "sarif", "junit", "concise")
+DEFAULT_TIMEOUT_S = 10.0
+DESCRIPTION = f"""\
+Check the node a job is about to run on (probed live, or from --snapshot / --example; '-'
+reads the snapshot from standard input) with the NCCL environment and the GPUs, nodes and
+ranks the job will see, and print one line per problem. Cheap enough for every job script,
+Slurm prolog and Kubernetes init container (see ncdoc-prelaunch).
 
-exit status: 0 nothing at or above --fail-on (default error), 1 findings at or above it,
-2 ncdoc itself could not run (bad usage, unreadable snapshot or config).
+The job's claims come from its launcher's variables (SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS,
+SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES; SLURM_NNODES, SLURM_JOB_NUM_NODES,
+SLURM_JOB_NODELIST, NNODES; WORLD_SIZE, OMPI_COMM_WORLD_SIZE and the local sizes), from
+--expect-gpus / --nodes, and from the config file's expect-gpus.
+
+The whole check has a deadline (--timeout, default {DEFAULT_TIMEOUT_S:g} s): NVML runs in a child
+process that is stopped when it has not answered in time (an error finding names it), and a
+check that cannot finish by the deadline stops with exit status 2.
+
+exit status: 0 the node is ready (nothing at or above --fail-on, default error); 1 not ready
+(findings at or above it); 2 ncdoc could not run (bad usage, an unreadable snapshot, config or
+policy pack, an internal error, the deadline passed).
 
 examples:
   ncdoc check
+  ncdoc check --expect-gpus 8 --nodes 4 --timeout 5
   ncdoc check --snapshot node7.json --fail-on warning
   ncdoc check --env NCCL_IB_HCA==mlx5_0,mlx5_1 --quiet && srun ./train
+  srun --ntasks-per-node=1 ncdoc check --json > fleet.jsonl
+  ncdoc check --format sarif > ncdoc.sarif
   ncdoc check --json --ignore NC1004:"pinned on purpose until 2.24"
 """
 
@@ -28,7 +45,14 @@ def add_arguments(parser) -> None:
     opt.add_node_arguments(parser)
     opt.add_env_arguments(parser)
     opt.add_selection_arguments(parser, "error")
-    opt.add_output_arguments(parser, ("lines", "text", "json", "markdown"), "lines")
+    parser.add_argument("--expect-gpus", metavar="N",
+                        help="the job needs N GPUs on this node (beside SLURM_GPUS_ON_NODE, CUDA_VISIBLE_DEVICES, ...)")
+    parser.add_argument("--nodes", metavar="N",
+                        help="the job spans N nodes (beside SLURM_NNODES, ...); more than 1 needs an RDMA path")
+    parser.add_argument("--timeout", metavar="SECONDS",
+                        help=f"deadline for the whole check (default {DEFAULT_TIMEOUT_S:g}); NVML is stopped at it")
+    opt.add_output_arguments(parser, FORMATS, "lines")
+    parser.add_argument("--timings", action="store_true", help="print each probe's time to stderr")
     parser.add_argument("--quiet", "-q", action="store_true", help="print nothing; only the exit status")
 
 
@@ -46,18 +70,58 @@ def run(args) -> int:
             gc.enable()
 
 
+def _count(text: str | None, flag: str, minimum: int = 0) -> int | None:
+    if text is None:
+        return None
+    t = text.strip()
+    if not (t.isdigit() and t.isascii()) or int(t) < minimum:
+        raise UsageError(f"{flag} wants a whole number{' of 1 or more' if minimum else ''}, got {text!r}")
+    return int(t)
+
+
+def _seconds(text: str | None) -> float:
+    if text is None:
+        return DEFAULT_TIMEOUT_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not value > 0 or value == float("inf"):
+        raise UsageError(f"--timeout wants a number of seconds above 0, got {text!r}")
+    return value
+
+
 def _run(args) -> int:
-    from ncdoc.usecases.node_context import node_context
+    import time
+    started = time.monotonic()
     fmt = opt.output_format(args, "lines")
+    expect_gpus = _count(args.expect_gpus, "--expect-gpus")
+    nodes = _count(args.nodes, "--nodes", minimum=1)
+    timeout = _seconds(args.timeout)
     version = opt.nccl_version_arg(args)
-    _, ctx = node_context(**opt.node_and_env(args), nccl_version=version)
-    sel = opt.selection(args, default_fail_on="error")
-    from ncdoc.engine.rules import node_rules      # rules on logs or nccl-tests output judge nothing here
-    sel.rules = node_rules(sel.rules)
-    report = sel.run(ctx)
+    if [args.snapshot, *args.env_file].count("-") > 1:
+        raise UsageError("only one of --snapshot and --env-file can read standard input ('-')")
+    from ncdoc.probes.deadline import Deadline
+    from ncdoc.usecases.node_context import node_context
+    with Deadline(timeout):
+        sel = opt.selection(args, default_fail_on="error")
+        cfg = sel.config
+        config_gpus = (cfg.path, cfg.expect_gpus) if cfg is not None and cfg.expect_gpus is not None else None
+        # NVML gets what is left of the deadline, less a share kept for the rules and the report.
+        left = timeout - (time.monotonic() - started)
+        snap, ctx = node_context(**opt.node_and_env(args), nccl_version=version,
+                                 job={"expect_gpus": expect_gpus, "nodes": nodes, "config_gpus": config_gpus},
+                                 live_options={"timeout_s": max(0.1, left - min(1.0, 0.2 * timeout))})
+        from ncdoc.engine.rules import node_rules      # rules on logs or nccl-tests output judge nothing here
+        sel.rules = node_rules(sel.rules)
+        report = sel.run(ctx)
     failed = report.fails(sel.fail_on)
+    code = 1 if failed else 0
     if args.quiet:
-        return 1 if failed else 0
+        return code
+    if args.timings:
+        print(timings_line(snap, time.monotonic() - started), file=sys.stderr)
+    node = snap.host.hostname if snap.host.status.known else None
     if fmt == "lines":
         if report.findings:              # a clean node prints nothing: leave the formatters unimported
             from ncdoc.output import render
@@ -65,7 +129,41 @@ def _run(args) -> int:
         n = len(report.findings)
         print(f"ncdoc check: {n} problem{'s' if n != 1 else ''}" + (" (failing)" if failed else "")
               + f"; {len(report.skipped)} rules skipped (ncdoc doctor says why)", file=sys.stderr)
+    elif fmt == "json":
+        sys.stdout.write(json_report(report, snap, ctx, sel.fail_on, code))
     else:
         from ncdoc.output import render
-        sys.stdout.write(render(report, fmt, title="ncdoc check", color=args.color))
-    return 1 if failed else 0
+        ran = sel.ran + [r for r, _ in sel.ignored]
+        sys.stdout.write(render(report, fmt, title="ncdoc check", color=args.color, rules=ran,
+                                fail_on=sel.fail_on, node=node, exit_code=code))
+    return code
+
+
+def timings_line(snap, elapsed_s: float) -> str:
+    """One line: each probe's time, what timed out, and the whole check's."""
+    probes = snap.probes
+    if not probes.timings:
+        return (f"ncdoc check: no probe ran (the node was read from {snap.origin}); "
+                f"check total {elapsed_s * 1000:.1f} ms")
+    parts = [f"{t.name} {t.ms:.1f}" + (" (timed out)" if t.timed_out else "") for t in probes.timings]
+    return f"ncdoc check: probe times (ms): {', '.join(parts)}; check total {elapsed_s * 1000:.1f} ms"
+
+
+def json_report(report, snap, ctx, fail_on: str, code: int) -> str:
+    """The JSON report with what a fleet needs to compare nodes: host, time, versions, the decision."""
+    import json
+    import time
+    from ncdoc.output.jsonout import report_dict
+    base = report_dict(report, title="ncdoc check", skipped=True)
+    data = {k: base[k] for k in ("schema_version", "tool", "version")}
+    data["hostname"] = snap.host.hostname if snap.host.status.known else None
+    data["time"] = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    data["nccl_version"] = ctx.nccl_version
+    data["driver_version"] = snap.versions.driver if snap.versions.status.known else None
+    data["decision"] = {"exit_code": code, "ready": code == 0, "fail_on": fail_on}
+    data["snapshot"] = {"origin": snap.origin, "created": snap.created or None}
+    data.update({k: v for k, v in base.items() if k not in data})
+    p = snap.probes
+    data["probes"] = {"deadline_s": p.deadline_s, "timings_ms": {t.name: t.ms for t in p.timings},
+                      "timed_out": list(p.timed_out)}
+    return json.dumps(data, indent=2, default=str) + "\n"

@@ -1,0 +1,217 @@
+"""Checks of the node against the job about to start on it (rules/job.yaml): the GPUs it was given,
+whether NVML and the driver work, GPUs in a bad state, an RDMA path for a multi-node job, and
+probes that did not answer in time.
+
+The job's expectations are facts in the snapshot (snapshot.job, filled by ncdoc.probes.job from
+the launcher's variables and ncdoc's options); nothing here reads the environment.
+"""
+
+from __future__ import annotations
+
+from ncdoc.engine.rules import Context, check
+from ncdoc.findings import Evidence, Hit, Skip
+from ncdoc.nccl.devices import is_active
+
+# NVML errors other rules explain better, or that say nothing about the node.
+_NOT_INIT_FAILURES = ("", "NotInstalled", "Timeout", "LibRmVersionMismatch")
+
+
+def _need(ctx: Context, *facts: str) -> None:
+    for f in facts:
+        why = ctx.missing(f)
+        if why:
+            raise Skip(why)
+
+
+def _claim_text(c) -> str:
+    return f"{c.source}={c.text}" if not c.source.startswith(("-", "config:")) else f"{c.source} {c.text}"
+
+
+def _claim_ev(c) -> Evidence:
+    where = "job" if c.source.startswith(("-", "config:")) else "env"
+    return Evidence(_claim_text(c), c.source[7:] if c.source.startswith("config:") else where)
+
+
+def gpu_device_nodes(host) -> list[str] | None:
+    """/dev/nvidia0, /dev/nvidia1, ...: one per GPU the driver exposes to this process (None: unknown)."""
+    if not host.status.known or host.dev_nvidia is None:
+        return None
+    return [n for n in host.dev_nvidia if n[6:].isdigit() and n.startswith("nvidia")]
+
+
+def usable_gpus(snap) -> tuple[int, str]:
+    """(GPUs a job can use on this node, how that is known); raises Skip when it cannot be told."""
+    gpus = snap.gpus
+    if gpus.status.state == "ok":
+        lost = {f.index for f in gpus.failed}
+        total = len({g.index for g in gpus.gpus} | lost)
+        text = f"NVML sees {total} GPU(s)"
+        if lost:
+            text += f", {len(lost)} of them unusable ({', '.join(f'GPU {f.index}: {f.error}' for f in gpus.failed)})"
+        return total - len(lost), text
+    nodes = gpu_device_nodes(snap.host)
+    if gpus.status.state == "absent":
+        return 0, f"this node shows no NVIDIA GPU ({gpus.status.reason})"
+    if nodes is not None and not nodes:
+        return 0, f"this node has no GPU device node, /dev/nvidia0 and up ({gpus.status.reason or 'no NVIDIA driver'})"
+    if nodes:
+        return len(nodes), f"only {len(nodes)} GPU device node(s) exist in /dev (NVML: {gpus.status.reason})"
+    raise Skip(f"GPUs unknown: {gpus.status.reason}")
+
+
+@check("fewer_gpus_than_allocated")
+def fewer_gpus_than_allocated(ctx: Context):
+    _need(ctx, "job", "host")
+    snap = ctx.snapshot
+    claims = snap.job.gpus
+    if not claims:
+        return
+    have, how = usable_gpus(snap)
+    short = sorted((c for c in claims if c.value > have), key=lambda c: -c.value)
+    if short:
+        top = short[0]
+        yield Hit(f"the job was given {top.value} GPU(s) on this node ({_claim_text(top)}) but {how}: "
+                  f"{top.value - have} missing; ranks on the missing GPUs fail at CUDA or NCCL init",
+                  tuple(_claim_ev(c) for c in short) + (Evidence(how, "gpus"),), subject="gpus")
+        return
+    # CUDA_VISIBLE_DEVICES names devices by index or UUID: one that does not exist hides every
+    # device after it from CUDA.
+    cvd = next((c for c in claims if c.source == "CUDA_VISIBLE_DEVICES"), None)
+    if cvd is None or snap.gpus.status.state != "ok":
+        return
+    uuids = {g.uuid for g in snap.gpus.gpus if g.uuid}
+    for pos, item in enumerate(cvd.items):
+        if item.isdigit():
+            bad = int(item) >= have
+        elif item.startswith("GPU-"):
+            bad = bool(uuids) and not any(u.startswith(item) for u in uuids)
+        else:
+            continue                       # MIG devices and other forms: not judged here
+        if bad:
+            what = f"GPU {item}, but {how} (0-{have - 1})" if item.isdigit() else \
+                f"{item}, which is none of this node's GPUs ({how})"
+            yield Hit(f"CUDA_VISIBLE_DEVICES={cvd.text} names {what}: CUDA stops at it, so the job sees only "
+                      f"{pos} GPU(s)", (_claim_ev(cvd), Evidence(how, "gpus")), subject="CUDA_VISIBLE_DEVICES")
+            return
+
+
+def nvidia_driver_evidence(host) -> list[Evidence]:
+    """What shows that an NVIDIA driver is there (device nodes, /proc/driver/nvidia); [] when nothing does."""
+    out = []
+    if host.status.known and host.dev_nvidia:
+        out.append(Evidence("/dev: " + " ".join(host.dev_nvidia[:6]) + (" ..." if len(host.dev_nvidia) > 6 else ""),
+                            "host"))
+    if host.status.known and host.proc_driver_nvidia:
+        out.append(Evidence("/proc/driver/nvidia exists (the kernel driver is loaded)", "host"))
+    return out
+
+
+@check("nvml_init_failed")
+def nvml_init_failed(ctx: Context):
+    _need(ctx, "snapshot", "host")
+    snap = ctx.snapshot
+    gpus = snap.gpus
+    if gpus.nvml_error_kind in _NOT_INIT_FAILURES or "version mismatch" in gpus.nvml_error.lower():
+        return
+    present = nvidia_driver_evidence(snap.host)
+    if not present:
+        return                             # no NVIDIA driver at all: nothing for NVML to talk to
+    yield Hit(f"NVML cannot start ({gpus.nvml_error or gpus.nvml_error_kind}) although NVIDIA devices exist: CUDA and "
+              "NCCL fail the same way on this node", (Evidence(f"NVML: {gpus.nvml_error or gpus.nvml_error_kind}", "gpus"),
+                                                      *present), subject="nvml")
+
+
+@check("driver_library_mismatch")
+def driver_library_mismatch(ctx: Context):
+    _need(ctx, "snapshot")
+    gpus = ctx.snapshot.gpus
+    if gpus.nvml_error_kind != "LibRmVersionMismatch" and "version mismatch" not in gpus.nvml_error.lower():
+        return
+    v = ctx.snapshot.versions
+    kernel = v.driver if v.status.known and v.driver else None
+    yield Hit("the NVIDIA kernel module and the user-space driver libraries are different versions "
+              f"(NVML: {gpus.nvml_error or 'Driver/library version mismatch'})"
+              + (f"; the loaded kernel module is {kernel}" if kernel else "")
+              + ": nvidia-smi, CUDA and NCCL all fail until they match",
+              (Evidence(f"NVML: {gpus.nvml_error}", "gpus"),)
+              + ((Evidence(f"kernel module {kernel}", "/proc/driver/nvidia/version"),) if kernel else ()),
+              subject="driver")
+
+
+_LOST = {"GpuIsLost": "the GPU has fallen off the bus (XID 79)", "ResetRequired": "the GPU needs a reset",
+         "GpuRequiresReset": "the GPU needs a reset"}
+
+
+@check("gpu_in_bad_state")
+def gpu_in_bad_state(ctx: Context):
+    _need(ctx, "gpus")
+    gpus = ctx.snapshot.gpus
+    for f in gpus.failed:
+        yield Hit(f"GPU {f.index}: {_LOST.get(f.kind, 'NVML cannot use it')} (NVML: {f.error}): a rank on it fails",
+                  (Evidence(f"GPU {f.index}: {f.kind or 'error'}: {f.error}", "gpus"),), subject=f"GPU {f.index}")
+    for g in gpus.gpus:
+        where = f"GPU {g.index} ({g.pci_bus_id})"
+        if g.remapped_rows_failure:
+            yield Hit(f"{where}: an HBM row remap failed: the GPU cannot retire its bad memory and needs service",
+                      (Evidence(f"{where}: remapped rows failure", "gpus"),), subject=f"GPU {g.index}")
+        if g.remapped_rows_pending:
+            yield Hit(f"{where}: HBM rows were remapped since the last reset; the remap takes effect only after a "
+                      "GPU reset", (Evidence(f"{where}: remapped rows pending", "gpus"),), severity="warning",
+                      fix="Drain the node and reset the GPU (nvidia-smi -r) or reboot it.", subject=f"GPU {g.index}")
+        if g.retired_pages_pending:
+            yield Hit(f"{where}: memory pages are pending retirement; they are retired only after a GPU reset",
+                      (Evidence(f"{where}: retired pages pending", "gpus"),), severity="warning",
+                      fix="Drain the node and reset the GPU (nvidia-smi -r) or reboot it.", subject=f"GPU {g.index}")
+
+
+def multi_node(snap) -> tuple[bool | None, str]:
+    """(True, why) when the job spans several nodes, (False, why) when one, (None, "") when nothing says."""
+    job = snap.job
+    if job.nodes:
+        top = max(job.nodes, key=lambda c: c.value)
+        return top.value > 1, _claim_text(top)
+    if job.ranks:
+        ranks = max(job.ranks, key=lambda c: c.value)
+        if job.local_ranks:
+            local = max(job.local_ranks, key=lambda c: c.value)
+            return ranks.value > local.value, f"{_claim_text(ranks)} with {_claim_text(local)}"
+        try:
+            have, _ = usable_gpus(snap)
+        except Skip:
+            return None, ""
+        if have:
+            return ranks.value > have, f"{_claim_text(ranks)} ranks, {have} GPU(s) on this node"
+    return None, ""
+
+
+@check("multi_node_job_without_rdma")
+def multi_node_job_without_rdma(ctx: Context):
+    _need(ctx, "job", "hcas")
+    snap = ctx.snapshot
+    multi, why = multi_node(snap)
+    if not multi:
+        return
+    hcas = snap.hcas.hcas
+    if not hcas:
+        if snap.versions.status.known and snap.versions.net_plugins:
+            return                         # a net plugin may carry the traffic (net-plugin rules judge it)
+        yield Hit(f"the job spans several nodes ({why}) but this node has no RDMA device "
+                  f"({snap.hcas.status.reason or 'none found'}): NCCL carries every transfer between nodes over "
+                  "TCP sockets, at a small fraction of the fabric's bandwidth",
+                  (Evidence(why, "job"), Evidence(snap.hcas.status.reason or "no RDMA device", "hcas")), subject="rdma")
+        return
+    ports = [(h, p) for h in hcas for p in h.ports]
+    if ports and not any(is_active(p) for _, p in ports):
+        listed = ", ".join(f"{h.name}:{p.num} {p.state or '?'}" for h, p in ports[:6]) + (" ..." if len(ports) > 6 else "")
+        yield Hit(f"the job spans several nodes ({why}) but every RDMA port of this node is down ({listed}): NCCL "
+                  "falls back to TCP sockets between nodes", (Evidence(why, "job"),)
+                  + tuple(Evidence(f"{h.name} port {p.num}: {p.state or '?'} ({p.phys_state or '?'})",
+                                   f"hcas/{h.name}/port {p.num}") for h, p in ports[:6]), subject="rdma")
+
+
+@check("probe_timed_out")
+def probe_timed_out(ctx: Context):
+    _need(ctx, "snapshot")
+    for what in ctx.snapshot.probes.timed_out:
+        yield Hit(f"{what}: the node was not fully checked, and a driver that hangs here hangs the job too",
+                  (Evidence(what, "probes"),), subject=what.split(" ", 1)[0])

@@ -1,0 +1,16 @@
+"""Concise report: one line per finding, `where: CODE message`, like ruff's concise output.
+
+`where` is the file and line a finding points at (an env file, nccl.conf), else the node's name,
+so lines from many nodes (`srun ncdoc check --format concise`) can be sorted and grepped together.
+"""
+
+from __future__ import annotations
+
+from ncdoc.output.location import label
+
+
+def render(report, *, node: str | None = None) -> str:
+    from ncdoc.findings import severity_rank
+    out = [f"{label(f, node)}: {f.code} [{f.severity}] {f.message}"
+           for f in sorted(report.findings, key=lambda f: (-severity_rank(f.severity), f.code, f.subject))]
+    return "\n".join(out) + ("\n" if out else "")
