@@ -127,3 +127,27 @@ def test_a_bug_inside_the_probe_makes_only_that_section_unknown(tmp_path):
 def test_normalise_bus_id():
     assert normalise_bus_id(b"00000000:1B:00.0") == "0000:1b:00.0"
     assert normalise_bus_id("00000001:00:00.0") == "0001:00:00.0"
+
+
+def test_health_states_and_lost_gpus(tmp_path):
+    lost = dict(H100, uuid="GPU-2", handle_error="GpuIsLost",
+                pci=dict(H100["pci"], busId="00000000:43:00.0", bus=0x43))
+    sick = dict(H100, retired_pages_pending=1, remapped_rows={"corrected": 0, "uncorrected": 3, "pending": True,
+                                                              "failure": True})
+    ans = {"driver_version": "570.86.15", "cuda_driver_version": 12080, "devices": [sick, lost], "p2p": {}}
+    sec = probe_gpus(SysfsReader(str(tmp_path)), RecordedNvml(ans), PCI_WITH_GPU).section
+    assert sec.status.state == "ok" and len(sec.gpus) == 1
+    g = sec.gpus[0]
+    assert (g.retired_pages_pending, g.remapped_rows_pending, g.remapped_rows_failure) == (True, True, True)
+    assert [(f.index, f.kind, f.error) for f in sec.failed] == [(1, "GpuIsLost", "GPU is lost")]
+    # a GPU without HBM answers NotSupported: unknown, not healthy
+    healthy = probe_gpus(SysfsReader(str(tmp_path)), RecordedNvml(_answers()), PCI_WITH_GPU).section.gpus[0]
+    assert (healthy.retired_pages_pending, healthy.remapped_rows_pending, healthy.remapped_rows_failure) == \
+        (None, None, None)
+
+
+def test_nvml_errors_are_kept_with_their_text(tmp_path):
+    sec = probe_gpus(SysfsReader(str(tmp_path)), RecordedNvml({"init_error": "LibRmVersionMismatch"}),
+                     PCI_WITH_GPU).section
+    assert sec.nvml_error_kind == "LibRmVersionMismatch" and "version mismatch" in sec.nvml_error
+    assert sec.status.state == "unknown" and [g.pci_bus_id for g in sec.gpus] == ["0000:1b:00.0"]
