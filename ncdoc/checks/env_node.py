@@ -179,12 +179,12 @@ def socket_ifname_no_match(ctx: Context):
 
 
 def _names_loopback_only(ctx: Context):
-    """Without node facts (`ncdoc lint` of an env alone): NCCL_SOCKET_IFNAME naming only lo, the
-    loopback interface every Linux node has, is wrong on any of them. Skip when the value says less."""
+    """Without node facts or a log (`ncdoc lint` of an env alone): NCCL_SOCKET_IFNAME naming only lo,
+    the loopback interface every Linux node has, is wrong on any of them. Skip when the value says less."""
     v = ctx.env_map.get("NCCL_SOCKET_IFNAME")
     why = ctx.missing("net")
-    if v is None or not v.value:
-        raise Skip(why)
+    if v is None or not v.value or any(ctx.evidence.values()):
+        raise Skip(why)          # with a log, the log says whether the job spans nodes (ev_socket_ifname_loopback)
     from ncdoc.nccl.parse import parse_list
     lst = parse_list(v.value, max_entries=16, version=ctx.nccl_version)
     if lst.negate or not lst.entries or any(e.prefix != "lo" for e in lst.entries):

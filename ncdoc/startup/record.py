@@ -63,9 +63,8 @@ def _init(self, *args, **kwargs):
             raise TypeError(f"{cls.__name__}() got unexpected argument(s) {sorted(extra)}")
         missing = [n for n in names if n not in d]
         raise TypeError(f"{cls.__name__}() missing argument(s) {missing}")
-    post = getattr(self, "__post_init__", None)
-    if post is not None:
-        post()
+    if cls.__record_post__:
+        self.__post_init__()
 
 
 def _values(self) -> tuple:
@@ -161,6 +160,9 @@ def record(cls=None, /, *, frozen: bool = True, **_ignored):
         c.__getstate__ = _getstate
         c.__setstate__ = _setstate
         c.__match_args__ = tuple(f.name for f in flds)
+        # asked once here, not per instance: a failed attribute lookup costs a caught exception,
+        # and a snapshot builds thousands of records
+        c.__record_post__ = hasattr(c, "__post_init__")
         c.__dataclass_fields__ = _DataclassFields()
         if frozen:
             c.__setattr__ = _frozen_setattr
@@ -173,7 +175,7 @@ def build(cls, values: dict):
     """`cls(**values)` for loaders that build thousands of records from already checked field
     names: it fills the instance directly, without the generic argument handling of __init__.
     Missing fields take their defaults; when one has none, cls(**values) raises as usual."""
-    if hasattr(cls, "__post_init__"):
+    if cls.__record_post__:
         return cls(**values)
     obj = object.__new__(cls)
     d = obj.__dict__

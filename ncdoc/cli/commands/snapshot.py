@@ -12,7 +12,7 @@ from ncdoc.errors import UsageError
 NAME = "snapshot"
 HELP = "capture this node's GPU, RDMA, network, PCIe and NCCL facts as a JSON snapshot"
 DESCRIPTION = """\
-Probe this node (NVML, sysfs, /proc, pyverbs when installed, `ip`) and write everything
+Probe this node (NVML, sysfs, /proc, pyverbs when installed) and write everything
 ncdoc knows about it as one JSON snapshot: a file others can send you, and that every
 ncdoc command reads with --snapshot. Facts that could not be read are marked unknown
 with the reason; nothing is guessed. A short summary of what was and was not found goes
