@@ -1,12 +1,12 @@
 """The bundled examples `--example` reads are stored snapshots: each must equal a fresh capture of
 its machine's tree by the real probes, so the fast path cannot drift from what the probes see.
-After changing a spec, a probe or the model: python -m ncdoc.examples.stored --write."""
+After changing a spec, a probe or the model: python -m ncdoc.examples.regenerate --write."""
 
 from __future__ import annotations
 
 import pytest
 
-from ncdoc.examples import stored
+from ncdoc.examples import regenerate, stored
 from ncdoc.examples.machines import list_examples
 
 
@@ -14,8 +14,8 @@ from ncdoc.examples.machines import list_examples
 def test_stored_snapshot_is_a_fresh_capture(name):
     with open(stored.path_of(name), encoding="utf-8") as fh:
         current = fh.read()
-    assert current == stored.capture_text(name), \
-        f"{stored.path_of(name)} is stale: run python -m ncdoc.examples.stored --write and review the diff"
+    assert current == regenerate.capture_text(name), \
+        f"{stored.path_of(name)} is stale: run python -m ncdoc.examples.regenerate --write and review the diff"
 
 
 def test_every_stored_snapshot_has_a_spec():
