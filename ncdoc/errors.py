@@ -37,6 +37,10 @@ class InputError(NcdocError):
         self.line = line
 
 
+class DeadlineExceeded(NcdocError):
+    """The check ran past its deadline (--timeout): ncdoc could not run, exit 2."""
+
+
 class RunnerError(NcdocError):
     """A tuning trial or benchmark backend failed in a way that stops the command."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import time
 
-from ncdoc.probes.deadline import DeadlineExceeded
+from ncdoc.errors import DeadlineExceeded
 from ncdoc.probes.gpus import GpuProbe, gpus_from, probe_gpus, without_nvml
 from ncdoc.probes.hcas import probe_hcas
 from ncdoc.probes.host import probe_host

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 
 from ncdoc.cli import rule_options as opt
-from ncdoc.errors import UsageError
+from ncdoc.errors import DeadlineExceeded, UsageError
 
 NAME = "check"
 HELP = "pre-launch gate: check this node for the job about to start; print problems only, exit 1 on errors"
@@ -101,9 +101,8 @@ def _run(args) -> int:
     version = opt.nccl_version_arg(args)
     if [args.snapshot, *args.env_file].count("-") > 1:
         raise UsageError("only one of --snapshot and --env-file can read standard input ('-')")
-    from ncdoc.probes.deadline import Deadline
     from ncdoc.usecases.node_context import node_context
-    with Deadline(timeout):
+    with _Deadline(timeout):
         sel = opt.selection(args, default_fail_on="error")
         cfg = sel.config
         config_gpus = (cfg.path, cfg.expect_gpus) if cfg is not None and cfg.expect_gpus is not None else None
@@ -137,6 +136,45 @@ def _run(args) -> int:
         sys.stdout.write(render(report, fmt, title="ncdoc check", color=args.color, rules=ran,
                                 fail_on=sel.fail_on, node=node, exit_code=code))
     return code
+
+
+class _Deadline:
+    """`with _Deadline(seconds):` raises DeadlineExceeded in the block once `seconds` have passed.
+
+    NVML, the one probe known to hang, has its own share of the time in a child process
+    (ncdoc.probes.nvml_process). Everything else reads files, which can still block (a dead NFS
+    home holding ~/.nccl.conf, a sysfs attribute of a device stuck in reset): a real-time timer
+    interrupts the process at the deadline and the check stops, "ncdoc could not run" (exit 2).
+    The C-level `_signal` module is used directly (`signal` imports enum). A read blocked in
+    uninterruptible kernel sleep is out of any process's reach: ncdoc-prelaunch runs the check
+    under timeout(1) as the last resort. Outside the main thread (no signals) it does nothing.
+    """
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self._previous = None
+        self._armed = False
+
+    def _fire(self, signum, frame):
+        raise DeadlineExceeded(f"the check did not finish within its deadline of {self.seconds:g} s "
+                               "(--timeout); the node was not fully checked")
+
+    def __enter__(self) -> "_Deadline":
+        import _signal
+        try:
+            self._previous = _signal.signal(_signal.SIGALRM, self._fire)
+        except (ValueError, OSError):            # not the main thread
+            return self
+        _signal.setitimer(_signal.ITIMER_REAL, self.seconds)
+        self._armed = True
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._armed:
+            import _signal
+            _signal.setitimer(_signal.ITIMER_REAL, 0)
+            _signal.signal(_signal.SIGALRM, self._previous if self._previous is not None else _signal.SIG_DFL)
+            self._armed = False
 
 
 def timings_line(snap, elapsed_s: float) -> str:
