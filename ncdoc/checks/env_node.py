@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ncdoc.checks.env import ev, ib_switched_off
 from ncdoc.engine.rules import Context, check
-from ncdoc.findings import Evidence, Hit
+from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl.parse import parse_level
 from ncdoc.nccl.devices import (find_interfaces, ib_list, is_active, is_loopback, selected_ports, virtual_reason)
 
@@ -178,13 +178,19 @@ def socket_ifname_no_match(ctx: Context):
     yield Hit(msg + ": bootstrap fails with 'no socket interface found'", (ev(v),), subject="NCCL_SOCKET_IFNAME")
 
 
-def _names_loopback_only(ctx: Context):
+@check("socket_ifname_loopback_by_name")
+def socket_ifname_loopback_by_name(ctx: Context):
     """Without node facts or a log (`ncdoc lint` of an env alone): NCCL_SOCKET_IFNAME naming only lo,
-    the loopback interface every Linux node has, is wrong on any of them. Skip when the value says less."""
-    v = ctx.env_map.get("NCCL_SOCKET_IFNAME")
+    the loopback interface every Linux node has, is wrong on any of them. Skipped when the node's
+    interfaces or a log can decide (the other checks of the rule do), or when the value says less."""
     why = ctx.missing("net")
-    if v is None or not v.value or any(ctx.evidence.values()):
+    if why is None:
+        raise Skip("the node's interfaces decide")
+    if any(ctx.evidence.values()):
         raise Skip(why)          # with a log, the log says whether the job spans nodes (ev_socket_ifname_loopback)
+    v = ctx.env_map.get("NCCL_SOCKET_IFNAME")
+    if v is None or not v.value:
+        raise Skip(why)
     from ncdoc.nccl.parse import parse_list
     lst = parse_list(v.value, max_entries=16, version=ctx.nccl_version)
     if lst.negate or not lst.entries or any(e.prefix != "lo" for e in lst.entries):
@@ -195,9 +201,6 @@ def _names_loopback_only(ctx: Context):
 
 @check("socket_ifname_loopback")
 def socket_ifname_loopback(ctx: Context):
-    if ctx.missing("net"):
-        yield from _names_loopback_only(ctx)
-        return
     ifname, found, how = _interfaces(ctx)
     if not found:
         return

@@ -3,7 +3,8 @@ whether NVML and the driver work, GPUs in a bad state, an RDMA path for a multi-
 probes that did not answer in time.
 
 The job's expectations are facts in the snapshot (snapshot.job, filled by ncdoc.probes.job from
-the launcher's variables and ncdoc's options); nothing here reads the environment.
+the launcher's variables and ncdoc's options); nothing here reads the environment. The facts
+each check needs are declared with its rule (rules/job.yaml: needs).
 """
 
 from __future__ import annotations
@@ -14,13 +15,6 @@ from ncdoc.nccl.devices import is_active
 
 # NVML errors other rules explain better, or that say nothing about the node.
 _NOT_INIT_FAILURES = ("", "NotInstalled", "Timeout", "LibRmVersionMismatch")
-
-
-def _need(ctx: Context, *facts: str) -> None:
-    for f in facts:
-        why = ctx.missing(f)
-        if why:
-            raise Skip(why)
 
 
 def _claim_text(c) -> str:
@@ -61,7 +55,6 @@ def usable_gpus(snap) -> tuple[int, str]:
 
 @check("fewer_gpus_than_allocated")
 def fewer_gpus_than_allocated(ctx: Context):
-    _need(ctx, "job", "host")
     snap = ctx.snapshot
     claims = snap.job.gpus
     if not claims:
@@ -108,7 +101,6 @@ def nvidia_driver_evidence(host) -> list[Evidence]:
 
 @check("nvml_init_failed")
 def nvml_init_failed(ctx: Context):
-    _need(ctx, "snapshot", "host")
     snap = ctx.snapshot
     gpus = snap.gpus
     if gpus.nvml_error_kind in _NOT_INIT_FAILURES or "version mismatch" in gpus.nvml_error.lower():
@@ -123,7 +115,6 @@ def nvml_init_failed(ctx: Context):
 
 @check("driver_library_mismatch")
 def driver_library_mismatch(ctx: Context):
-    _need(ctx, "snapshot")
     gpus = ctx.snapshot.gpus
     if gpus.nvml_error_kind != "LibRmVersionMismatch" and "version mismatch" not in gpus.nvml_error.lower():
         return
@@ -144,7 +135,6 @@ _LOST = {"GpuIsLost": "the GPU has fallen off the bus (XID 79)", "ResetRequired"
 
 @check("gpu_in_bad_state")
 def gpu_in_bad_state(ctx: Context):
-    _need(ctx, "gpus")
     gpus = ctx.snapshot.gpus
     for f in gpus.failed:
         yield Hit(f"GPU {f.index}: {_LOST.get(f.kind, 'NVML cannot use it')} (NVML: {f.error}): a rank on it fails",
@@ -186,7 +176,6 @@ def multi_node(snap) -> tuple[bool | None, str]:
 
 @check("multi_node_job_without_rdma")
 def multi_node_job_without_rdma(ctx: Context):
-    _need(ctx, "job", "hcas")
     snap = ctx.snapshot
     multi, why = multi_node(snap)
     if not multi:
@@ -211,7 +200,6 @@ def multi_node_job_without_rdma(ctx: Context):
 
 @check("probe_timed_out")
 def probe_timed_out(ctx: Context):
-    _need(ctx, "snapshot")
     for what in ctx.snapshot.probes.timed_out:
         yield Hit(f"{what}: the node was not fully checked, and a driver that hangs here hangs the job too",
                   (Evidence(what, "probes"),), subject=what.split(" ", 1)[0])

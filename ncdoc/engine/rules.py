@@ -36,7 +36,7 @@ STAGE_TITLES = {
 # skipped with the reason, never passed. "evidence": any run evidence at all (a log, nccl-tests
 # output, launch files, pasted node evidence).
 NEEDS = ("snapshot", "host", "versions", "gpus", "hcas", "net", "pci", "numa", "topology",
-         "nccl_version", "log", "tests", "evidence", "env")
+         "nccl_version", "log", "tests", "evidence", "env", "job")
 # The needs only a job's output can meet: a rule whose every check needs one of them judges runs, not nodes.
 RUN_NEEDS = ("log", "tests", "evidence")
 
