@@ -5,7 +5,7 @@
 fmt: "text" (the human report, grouped by stage), "lines" (one line per finding, for
 `ncdoc check`), "json" (an object with schema_version), "markdown", and the CI formats: "github"
 (workflow annotations), "sarif" (2.1.0), "junit" (XML, one test case per rule), "concise"
-(`where: CODE message`). The CI formats also take rules= (the rules that ran), fail_on= (junit's
+(`where: CODE [severity] name: message`). The CI formats also take rules= (the rules that ran), fail_on= (junit's
 failed cases), node= (the node's name, where a finding points at no file) and exit_code= (sarif).
 facts: extra sections before the findings, as {title: body} or [(title, body), ...]; a body
 is a string (printed as is), a mapping (key: value lines) or a list of mappings (a table).

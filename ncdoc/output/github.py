@@ -9,6 +9,7 @@ as GitHub documents them: in the message, % CR LF are percent-encoded; in proper
 from __future__ import annotations
 
 from ncdoc.output.location import where
+from ncdoc.output.parts import one_line
 
 _LEVEL = {"error": "error", "warning": "warning", "info": "notice"}
 
@@ -18,7 +19,7 @@ def _data(text: str) -> str:
 
 
 def _prop(text: str) -> str:
-    return _data(text).replace(":", "%3A").replace(",", "%2C")
+    return _data(one_line(text)).replace(":", "%3A").replace(",", "%2C")
 
 
 def render(report, *, node: str | None = None) -> str:
@@ -32,6 +33,8 @@ def render(report, *, node: str | None = None) -> str:
                 props.append(f"line={line}")
         title = f"{f.code} {f.name}" + (f" ({node})" if node and not path else "")
         props.append(f"title={_prop(title)}")
-        message = f.message + (f"\nfix: {f.fix.strip()}" if f.fix else "") + (f"\ndocs: {f.docs}" if f.docs else "")
+        # each part on its own line of the annotation; what a part quotes cannot add lines or escapes
+        parts = [f.message] + ([f"fix: {f.fix.strip()}"] if f.fix else []) + ([f"docs: {f.docs}"] if f.docs else [])
+        message = "\n".join(one_line(part) for part in parts)
         out.append(f"::{_LEVEL.get(f.severity, 'notice')} {','.join(props)}::{_data(message)}")
     return "\n".join(out) + ("\n" if out else "")

@@ -55,15 +55,16 @@ def test_github_escapes_what_would_end_a_property():
     f = Finding(code="NC1001", name="unknown-nccl-var", severity="info", family="env", message="100% odd\nvalue",
                 evidence=(Evidence("X=1", "/tmp/a,b:c.env", 3),))
     (line,) = render(Report((f,))).splitlines()
-    assert line == "::notice file=/tmp/a%2Cb%3Ac.env,line=3,title=NC1001 unknown-nccl-var::100%25 odd%0Avalue"
+    # a newline the message holds is shown as an escape: it cannot split the annotation
+    assert line == "::notice file=/tmp/a%2Cb%3Ac.env,line=3,title=NC1001 unknown-nccl-var::100%25 odd\\nvalue"
 
 
 def test_concise_lines_are_where_code_message(capsys, env_file):
     rc, out, err = run(capsys, "--example", "dgx-h100-port-down", "--env-file", str(env_file), "--format", "concise")
     lines = out.splitlines()
     assert rc == 1
-    assert any(line.startswith(f"{env_file}:2: NC1007 [error] NCCL_IB_DISABLE=1") for line in lines)
-    assert any(line.startswith("dgx-h100-01: NC4004 [error] mlx5_4 port 1 is DOWN") for line in lines)
+    assert any(line.startswith(f"{env_file}:2: NC1007 [error] ib-disabled-by-env: NCCL_IB_DISABLE=1") for line in lines)
+    assert any(line.startswith("dgx-h100-01: NC4004 [error] port-down: mlx5_4 port 1 is DOWN") for line in lines)
     rc, out, err = run(capsys, "--example", "dgx-h100", "--format", "concise")
     assert rc == 0 and out == ""
 
@@ -100,7 +101,7 @@ def test_junit_is_well_formed_whatever_the_message_holds():
                 message='NCCL_X="<a&b>" \x01 \'q\'')
     root = ET.fromstring(render(Report((f,)), node="n<1>"))
     case = root.find("testsuite/testcase")
-    assert case.find("failure").get("message") == "NCCL_X=\"<a&b>\"  'q'"
+    assert case.find("failure").get("message") == "NCCL_X=\"<a&b>\" \\x01 'q'"      # shown as an escape
 
 
 def _sarif(capsys, *argv):

@@ -1,13 +1,15 @@
-"""The contract every report format keeps (text, lines, json, markdown, and triage's report in text,
-markdown and json): an empty report says so, every severity and every skipped rule shows, the JSON
-carries schema_version, and the output keeps its shape whatever a message holds (markup, escape
-sequences, newlines): a quoted log line or env value cannot drive the terminal or break the report."""
+"""The contract every report format keeps (text, lines, json, markdown, the CI formats github, sarif,
+junit and concise, and triage's report in text, markdown and json): an empty report says so, every
+severity and every skipped rule shows, the JSON carries schema_version, and the output keeps its
+shape whatever a message holds (markup, escape sequences, newlines): a quoted log line or env value
+cannot drive the terminal or break the report."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
 import re
+import xml.etree.ElementTree as ET
 
 import pytest
 
@@ -51,16 +53,26 @@ def _render(kind: str, report: Report, **kw) -> str:
 KINDS = list(FORMATS) + [f"triage:{f}" for f in triage_report.FORMATS]
 
 
+# One line per finding and nothing else (annotations, `where: CODE message`): like lines.
+PER_FINDING = ("lines", "github", "concise")
+
+
 def test_every_format_is_covered():
-    assert set(FORMATS) == {"text", "lines", "json", "markdown"}
+    assert set(FORMATS) == {"text", "lines", "json", "markdown", "github", "sarif", "junit", "concise"}
     assert set(triage_report.FORMATS) == {"text", "markdown", "json"}
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_empty_report(kind):
     out = _render(kind, Report())
-    if kind == "lines":
+    if kind in PER_FINDING:
         assert out == ""                       # `ncdoc check` prints nothing for a clean node
+    elif kind == "sarif":
+        doc = json.loads(out)
+        assert doc["version"] == "2.1.0" and doc["runs"][0]["results"] == []
+    elif kind == "junit":
+        suite = ET.fromstring(out).find("testsuite")
+        assert suite.get("failures") == "0" and suite.get("tests") == "0"
     elif kind.endswith("json"):
         doc = json.loads(out)
         assert doc["schema_version"] == 1 and doc["findings"] == []
@@ -75,6 +87,22 @@ def test_empty_report(kind):
 @pytest.mark.parametrize("kind", KINDS)
 def test_every_severity_and_skipped_rule_shows(kind):
     out = _render(kind, Report(FINDINGS, SKIPPED))
+    if kind == "sarif":
+        run = json.loads(out)["runs"][0]
+        assert [(r["ruleId"], r["level"]) for r in run["results"]] == [("NC4004", "error"), ("NC1004", "warning"),
+                                                                      ("NC9999", "note")]
+        notes = run["invocations"][0]["toolExecutionNotifications"]
+        assert [n["descriptor"]["id"] for n in notes] == [s.code for s in SKIPPED]
+        assert "needs the snapshot" in notes[0]["message"]["text"]
+        return
+    if kind == "junit":
+        cases = {c.get("name"): c for c in ET.fromstring(out).find("testsuite").findall("testcase")}
+        assert cases["NC4004 port-down"].find("failure") is not None          # at or above --fail-on (error)
+        assert "NCCL_MIN_NCHANNELS is deprecated" in cases["NC1004 deprecated-var"].find("system-out").text
+        assert cases["NC9999 made-up-info"].find("failure") is None
+        assert {n: c.find("skipped").get("message") for n, c in cases.items() if c.find("skipped") is not None} == \
+            {f"{s.code} {s.name}": s.reason for s in SKIPPED}
+        return
     if kind.endswith("json"):
         doc = json.loads(out)
         assert doc["schema_version"] == 1
@@ -88,6 +116,13 @@ def test_every_severity_and_skipped_rule_shows(kind):
     if kind == "lines":                         # one line per finding, worst first, no skips
         assert [line.split()[:2] for line in out.splitlines()] == [["ERROR", "NC4004"], ["WARNING", "NC1004"],
                                                                  ["INFO", "NC9999"]]
+        return
+    if kind == "github":                        # one annotation per finding, at its level
+        assert [line.split(" ", 1)[0] for line in out.splitlines()] == ["::error", "::warning", "::notice"]
+        return
+    if kind == "concise":
+        assert [line.split(": ", 1)[1].split()[:2] for line in out.splitlines()] == [
+            ["NC4004", "[error]"], ["NC1004", "[warning]"], ["NC9999", "[info]"]]
         return
     for s in SKIPPED:
         assert s.code in out and s.name in out
@@ -105,9 +140,16 @@ def test_a_hostile_message_keeps_the_output_valid(kind):
         doc = json.loads(out)                   # always valid; the text comes back exactly
         assert doc["findings"][0]["message"] == HOSTILE and doc["findings"][0]["evidence"][0]["text"] == HOSTILE
         return
+    if kind == "sarif":
+        doc = json.loads(out)
+        assert doc["runs"][0]["results"][0]["message"]["text"] == HOSTILE
+        assert not BAD.search(out.replace("\n", ""))
+        return
+    if kind == "junit":
+        ET.fromstring(out)                      # still well-formed XML
     assert not BAD.search(out.replace("\n", "")), "a control character reached the report"
     assert "\x1b" not in out and "\r" not in out
-    if kind == "lines":
+    if kind in PER_FINDING:
         assert len(out.splitlines()) == 2       # still one line per finding
         assert not any(line.startswith("ERROR   NC0000") for line in out.splitlines())
         return
