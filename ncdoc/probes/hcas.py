@@ -4,6 +4,8 @@ sysfs carries nearly every port fact (state, rate, link layer, LIDs, the GID tab
 RoCE types, counters). What it lacks is the port MTU: there is no mtu file for an IB port.
 pyverbs' query_port gives it; without pyverbs a RoCE port's MTU follows from its netdev's
 MTU exactly as the kernel derives it (iboe_get_mtu), and an IB port's MTU stays unknown.
+Every other fact is the same on both paths (tests/probes/test_hca_sources.py compares them);
+the section's source and a note say which path filled it and, when pyverbs did not, why.
 """
 
 from __future__ import annotations
@@ -115,6 +117,7 @@ def _read_port(fs: SysfsReader, dev_dir: str, num: int, nports: int, verbs_port:
     active_mtu, max_mtu = verbs_port.get("active_mtu"), verbs_port.get("max_mtu")
     if active_mtu is None and link_layer == "Ethernet" and netdevs:
         active_mtu = roce_mtu(fs.read_int(f"/sys/class/net/{netdevs[0]}/mtu"))
+    lid, sm_lid = fs.read_int(f"{port_dir}/lid"), fs.read_int(f"{port_dir}/sm_lid")
     return Port(
         num=num,
         state=_after_colon(fs.text(f"{port_dir}/state")) or verbs_port.get("state"),
@@ -122,76 +125,121 @@ def _read_port(fs: SysfsReader, dev_dir: str, num: int, nports: int, verbs_port:
         rate_gbps=gbps, width=width, speed=speed, rate_text=rate_text,
         link_layer=link_layer,
         active_mtu=active_mtu, max_mtu=max_mtu,
-        lid=fs.read_int(f"{port_dir}/lid"),
-        sm_lid=fs.read_int(f"{port_dir}/sm_lid"),
+        lid=verbs_port.get("lid") if lid is None else lid,
+        sm_lid=verbs_port.get("sm_lid") if sm_lid is None else sm_lid,
         gids=gids,
         counters=_counters(fs, port_dir),
         netdevs=netdevs,
     )
 
 
+# ---------------------------------------------------------------- pyverbs
+# The probe reads only what sysfs lacks or may lack: query_device (ports, firmware, part id) and
+# query_port (state, link layer, LIDs and the MTUs, which only verbs knows for an IB port). GIDs
+# and their RoCE types stay with sysfs: libibverbs' query_gid / query_gid_type answer from the
+# same kernel GID table sysfs prints (reading those very files where the ioctl is missing).
+
+NOT_INSTALLED = "pyverbs is not installed (the 'verbs' extra)"
 _VERBS_STATES = {1: "DOWN", 2: "INIT", 3: "ARMED", 4: "ACTIVE", 5: "ACTIVE_DEFER"}
-_VERBS_LINK_LAYERS = {1: "InfiniBand", 2: "Ethernet"}
+_VERBS_LINK_LAYERS = {1: "InfiniBand", 2: "Ethernet"}     # 0 = unspecified: leave it to sysfs
+# ibv_get_device_list() failing (pyverbs raises 'Failed to get devices list') means libibverbs
+# found no uverbs ABI: no /sys/class/infiniband_verbs, so ib_uverbs is not loaded (or not visible).
+_NO_UVERBS = "libibverbs lists no device ({error}: is ib_uverbs loaded?)"
+# An empty list while sysfs shows devices: libibverbs saw them and no userspace provider claimed them.
+_NO_PROVIDER = "libibverbs lists none of them (no userspace provider: ibverbs-providers missing or too old?)"
 
 
-def _verbs_ports(verbs: Any, name: str) -> dict[int, dict[str, Any]]:
-    """Port attributes from pyverbs for one device; {} when verbs cannot open it."""
-    ports: dict[int, dict[str, Any]] = {}
-    ctx = verbs.Context(name=name)
-    try:
-        count = int(ctx.query_device().phys_port_cnt)
-        for num in range(1, count + 1):
-            attr = ctx.query_port(num)
-            ports[num] = {
-                "active_mtu": IB_MTU.get(int(attr.active_mtu)),
-                "max_mtu": IB_MTU.get(int(attr.max_mtu)),
-                "state": _VERBS_STATES.get(int(attr.state)),
-                "link_layer": _VERBS_LINK_LAYERS.get(int(attr.link_layer)),
-            }
-    finally:
-        close = getattr(ctx, "close", None)
-        if close:
-            close()
-    return ports
+def _is_rdma_error(exc: BaseException) -> bool:
+    """pyverbs' PyverbsRDMAError (or a subclass), matched by name: the probe never imports pyverbs."""
+    return any(k.__name__ == "PyverbsRDMAError" for k in type(exc).__mro__)
 
 
-def _verbs_devices(verbs: Any) -> tuple[set[str] | None, str | None]:
-    """Names pyverbs can open; (None, reason) when pyverbs itself fails."""
+def verbs_device_names(verbs: Any) -> tuple[set[str], str | None]:
+    """The device names pyverbs lists and, when it lists none, why (its error, or no device at all).
+
+    pyverbs raises PyverbsRDMAError when libibverbs finds no uverbs ABI and returns [] when it
+    finds devices no provider claims: both mean "no devices here", never a probe failure.
+    """
     try:
         devices = verbs.get_device_list()
-    except Exception as exc:  # noqa: BLE001 - pyverbs raises PyverbsRDMAError for "no devices"
-        if type(exc).__name__ == "PyverbsRDMAError":
-            return set(), None
-        return None, f"pyverbs: {exc}"
+    except Exception as exc:  # noqa: BLE001 - pyverbs is an extra; sysfs still answers
+        if _is_rdma_error(exc):
+            return set(), _NO_UVERBS.format(error=exc)
+        return set(), f"pyverbs failed ({type(exc).__name__}: {exc})"
     names = set()
     for dev in devices:
         name = getattr(dev, "name", dev)
         names.add(name.decode() if isinstance(name, bytes) else str(name))
-    return names, None
+    return names, None if names else _NO_PROVIDER
 
 
-def _read_hca(fs: SysfsReader, name: str, verbs_ports: dict[int, dict[str, Any]]) -> Hca:
+def verbs_facts(verbs: Any, name: str) -> dict[str, Any]:
+    """What pyverbs says about one device, in the snapshot's words: fw_ver, vendor_part_id and, per
+    port number, state, link_layer, lid, sm_lid, active_mtu, max_mtu. Raises what pyverbs raises."""
+    ctx = verbs.Context(name=name)
+    try:
+        dev = ctx.query_device()
+        ports: dict[int, dict[str, Any]] = {}
+        # int(): a Cython 3 build returns IntFlag members for state and the MTUs, Cython 0.29 plain ints
+        for num in range(1, int(dev.phys_port_cnt) + 1):
+            attr = ctx.query_port(num)
+            ports[num] = {
+                "state": _VERBS_STATES.get(int(attr.state)),
+                "link_layer": _VERBS_LINK_LAYERS.get(int(attr.link_layer)),
+                "lid": int(attr.lid),
+                "sm_lid": int(attr.sm_lid),
+                "active_mtu": IB_MTU.get(int(attr.active_mtu)),
+                "max_mtu": IB_MTU.get(int(attr.max_mtu)),
+            }
+        return {"fw_ver": str(dev.fw_version) or None, "vendor_part_id": int(dev.vendor_part_id), "ports": ports}
+    finally:
+        ctx.close()
+
+
+def _failures(failed: dict[str, Exception], total: int) -> list[str]:
+    """One line per kind of failure (a container without /dev/infiniband fails every device alike)."""
+    groups: dict[tuple[str, Any], list[str]] = {}
+    for name, exc in failed.items():
+        groups.setdefault((type(exc).__name__, getattr(exc, "error_code", None)), []).append(name)
+    lines = []
+    for names in groups.values():
+        which = f"any of the {total} devices" if len(names) == total > 1 else ", ".join(names)
+        lines.append(f"pyverbs could not query {which} ({failed[names[0]]})")
+    return lines
+
+
+# ---------------------------------------------------------------- the section
+
+def _read_hca(fs: SysfsReader, name: str, verbs: dict[str, Any]) -> Hca:
     dev_dir = f"{CLASS_DIR}/{name}"
     address = pci_address_of(fs.realpath(f"{dev_dir}/device"))
     pci_dir = f"/sys/bus/pci/devices/{address}" if address else f"{dev_dir}/device"
     port_names = sorted((p for p in fs.listdir(f"{dev_dir}/ports") or [] if p.isdigit()), key=int)
+    verbs_ports = verbs.get("ports") or {}
     ports = tuple(_read_port(fs, dev_dir, int(p), len(port_names), verbs_ports.get(int(p), {}))
                   for p in port_names)
+    vendor_part_id = fs.read_int(f"{pci_dir}/device")
     return Hca(
         name=name,
         pci_address=address,
         numa_node=numa_of(fs.read_int(f"{pci_dir}/numa_node")),
-        fw_ver=fs.text(f"{dev_dir}/fw_ver"),
+        fw_ver=fs.text(f"{dev_dir}/fw_ver") or verbs.get("fw_ver"),
         board_id=fs.text(f"{dev_dir}/board_id"),
         node_guid=fs.text(f"{dev_dir}/node_guid"),
         hca_type=fs.text(f"{dev_dir}/hca_type"),
-        vendor_part_id=fs.read_int(f"{pci_dir}/device"),
+        vendor_part_id=verbs.get("vendor_part_id") if vendor_part_id is None else vendor_part_id,
         driver=fs.link_name(f"{pci_dir}/driver"),
         ports=ports,
     )
 
 
-def probe_hcas(fs: SysfsReader, verbs: Any = None) -> tuple[HcaSection, list[str]]:
+def probe_hcas(fs: SysfsReader, verbs: Any = None, *, no_verbs: str = NOT_INSTALLED) -> tuple[HcaSection, list[str]]:
+    """The RDMA section from sysfs, with pyverbs' answers where it gives them.
+
+    verbs: a pyverbs.device-like module, or None; no_verbs: why there is none (a note says it).
+    The section's source names what filled it: "sysfs:/sys/class/infiniband", plus "+pyverbs"
+    when pyverbs answered for at least one device; a note says why pyverbs filled nothing.
+    """
     names = fs.listdir(CLASS_DIR)
     if names is None:
         reason = fs.why_not(CLASS_DIR)
@@ -203,26 +251,30 @@ def probe_hcas(fs: SysfsReader, verbs: Any = None) -> tuple[HcaSection, list[str
             reason = f"{CLASS_DIR} does not exist (no RDMA driver loaded)"
         return (HcaSection(status=Status.absent(reason, source=f"sysfs:{CLASS_DIR}")),
                 [f"no RDMA devices: {reason}"])
-    notes: list[str] = []
-    openable: set[str] = set()
-    source = f"sysfs:{CLASS_DIR}"
-    if verbs is not None:
-        found, problem = _verbs_devices(verbs)
-        if problem:
-            notes.append(f"port MTUs from sysfs only: {problem}")
-        else:
-            openable = found or set()
-            source += "+pyverbs"
-    hcas = []
-    for name in sorted(names, key=natural_key):
-        ports: dict[int, dict[str, Any]] = {}
-        if name in openable:
+    names = sorted(names, key=natural_key)
+    listed, why_not = (set(), no_verbs) if verbs is None else verbs_device_names(verbs)
+    answers: dict[str, dict[str, Any]] = {}
+    failed: dict[str, Exception] = {}
+    for name in names:
+        if name in listed:
             try:
-                ports = _verbs_ports(verbs, name)
+                answers[name] = verbs_facts(verbs, name)
             except Exception as exc:  # noqa: BLE001 - verbs is an extra; sysfs still answers
-                notes.append(f"{name}: pyverbs could not query it ({exc})")
-        hcas.append(_read_hca(fs, name, ports))
-    if verbs is None and any(p.link_layer == "InfiniBand" and p.active_mtu is None
-                             for h in hcas for p in h.ports):
-        notes.append("InfiniBand port MTUs unknown: pyverbs is not installed (the 'verbs' extra)")
-    return HcaSection(status=Status.ok(source=source), hcas=tuple(hcas)), notes
+                failed[name] = exc
+    hcas = tuple(_read_hca(fs, name, answers.get(name, {})) for name in names)
+
+    problems = [why_not] if why_not else []
+    problems += _failures(failed, len(names))
+    unlisted = [n for n in names if n not in listed]
+    if listed and unlisted:
+        problems.append(f"pyverbs does not list {', '.join(unlisted)}")
+    notes = []
+    mtus_unknown = any(p.link_layer == "InfiniBand" and p.active_mtu is None for h in hcas for p in h.ports)
+    if not answers:
+        what = "HCA facts from sysfs only" + (", InfiniBand port MTUs unknown" if mtus_unknown else "")
+        notes.append(f"{what}: {'; '.join(problems)}")
+    elif problems:
+        what = "InfiniBand port MTUs unknown for some devices" if mtus_unknown else "some HCA facts from sysfs only"
+        notes.append(f"{what}: {'; '.join(problems)}")
+    source = f"sysfs:{CLASS_DIR}" + ("+pyverbs" if answers else "")
+    return HcaSection(status=Status.ok(source=source), hcas=hcas), notes

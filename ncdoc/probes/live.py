@@ -19,7 +19,7 @@ import time
 
 from ncdoc.errors import DeadlineExceeded
 from ncdoc.probes.gpus import GpuProbe, gpus_from, probe_gpus, without_nvml
-from ncdoc.probes.hcas import probe_hcas
+from ncdoc.probes.hcas import NOT_INSTALLED, probe_hcas
 from ncdoc.probes.host import probe_host
 from ncdoc.probes.job import probe_job
 from ncdoc.probes.nccl_env import read_nccl_env
@@ -65,13 +65,50 @@ class _Run:
         return section
 
 
-def _import_verbs() -> Any:
-    """pyverbs.device when installed (the 'verbs' extra), else None."""
+def _import_verbs() -> tuple[Any, str]:
+    """(pyverbs.device, "") when the 'verbs' extra imports; (None, why) when it is absent or broken.
+
+    A broken install (built against another rdma-core: "version `IBVERBS_PRIVATE_59' not found";
+    built for another Python: "No module named 'pyverbs.device'") says so, rather than passing
+    for "not installed".
+    """
+    import importlib.util  # noqa: PLC0415 - only on a live capture
+
+    try:
+        if importlib.util.find_spec("pyverbs") is None:
+            return None, NOT_INSTALLED
+    except (ImportError, ValueError) as exc:
+        return None, f"pyverbs cannot be found ({type(exc).__name__}: {exc})"
+    import logging  # noqa: PLC0415 - pyverbs imports it anyway
+
+    # pyverbs.base calls logging.basicConfig(level=INFO) when imported: with no handler on the
+    # root logger, that would start printing every library's INFO records on stderr.
+    root = logging.getLogger()
+    guard = None if root.handlers else logging.NullHandler()
+    if guard is not None:
+        root.addHandler(guard)
     try:
         import pyverbs.device as verbs  # noqa: PLC0415 - optional, heavy
-    except Exception:  # noqa: BLE001 - ImportError, or a broken rdma-core install
-        return None
-    return verbs
+    except Exception as exc:  # noqa: BLE001 - ImportError, or whatever a broken rdma-core raises
+        return None, f"pyverbs failed to import ({type(exc).__name__}: {exc})"
+    finally:
+        if guard is not None:
+            root.removeHandler(guard)
+    return verbs, ""
+
+
+def _verbs_for(fs: SysfsReader, verbs: Any, use_verbs: bool) -> tuple[Any, str]:
+    """The pyverbs.device-like module the HCA probe asks, or (None, why there is none)."""
+    if not use_verbs:
+        return None, NOT_INSTALLED          # the caller captures a node without pyverbs
+    if verbs is not None:
+        return verbs, ""
+    if not fs.live:
+        return None, f"pyverbs asks this machine's devices, not the tree under {fs.root}"
+    if not fs.listdir("class/infiniband"):
+        # no RDMA device in sysfs: nothing for pyverbs to add, and the check path stays lean
+        return None, "no RDMA device in sysfs"
+    return _import_verbs()
 
 
 def nvidia_present(host: Host) -> bool:
@@ -95,6 +132,7 @@ def capture(*, sysfs_root: str = "/", nvml: Any = None, verbs: Any = None,
           a module name ("pynvml"): ask that module in a child process, on any root.
     timeout_s: how long NVML may take (default DEFAULT_NVML_TIMEOUT_S).
     verbs: a pyverbs.device-like module (None: import pyverbs on the live root when use_verbs).
+    use_verbs=False: capture as a node without pyverbs (an example machine that records none).
     environ/home: the environment and home folder a job would start with (default: ours).
     job: ncdoc's own claims about the job (probe_job's keywords: expect_gpus, nodes, config_gpus).
     """
@@ -102,10 +140,7 @@ def capture(*, sysfs_root: str = "/", nvml: Any = None, verbs: Any = None,
     env = dict(os.environ if environ is None else environ)
     if home is None:
         home = env.get("HOME")
-    if verbs is None and use_verbs and fs.live:
-        verbs = _import_verbs()
-    if not use_verbs:
-        verbs = None
+    verbs, no_verbs = _verbs_for(fs, verbs, use_verbs)
     nvml_time = DEFAULT_NVML_TIMEOUT_S if timeout_s is None else timeout_s
     run = _Run()
 
@@ -117,7 +152,7 @@ def capture(*, sysfs_root: str = "/", nvml: Any = None, verbs: Any = None,
         pending = nvml_process.start(fs, nvml if isinstance(nvml, str) else "pynvml")
     pci = run.guarded("PCI", lambda: probe_pci(fs), lambda s: PciSection(status=s))
     numa = run.guarded("NUMA", lambda: probe_numa(fs), lambda s: NumaSection(status=s))
-    hcas = run.guarded("RDMA", lambda: probe_hcas(fs, verbs), lambda s: HcaSection(status=s))
+    hcas = run.guarded("RDMA", lambda: probe_hcas(fs, verbs, no_verbs=no_verbs), lambda s: HcaSection(status=s))
     net = run.guarded("network", lambda: probe_net(fs, hcas), lambda s: NetSection(status=s))
     nccl_env = run.guarded("NCCL environment", lambda: (read_nccl_env(env, home=home, root=fs.root), []),
                            lambda s: NcclEnv(status=s))

@@ -47,6 +47,17 @@ def test_json_summary_with_output(capsys, tmp_path):
     assert any("no RDMA devices" in n for n in doc["notes"])
 
 
+def test_the_summary_says_where_the_hca_facts_came_from(capsys, tmp_path):
+    rc, out, err = run(capsys, "--example", "dgx-h100")        # an example that records pyverbs' answers
+    assert rc == 0 and "RDMA: 12 devices, 12 of 12 ports ACTIVE (from sysfs:/sys/class/infiniband+pyverbs)" in err
+    rc, out, err = run(capsys, "--example", "azure-ndv5", "-o", tmp_path / "az.json")    # one without pyverbs
+    assert "ports ACTIVE (from sysfs:/sys/class/infiniband)\n" in err
+    note = "HCA facts from sysfs only, InfiniBand port MTUs unknown: pyverbs is not installed (the 'verbs' extra)"
+    assert f"note: {note}" in err
+    snap = Snapshot.load(tmp_path / "az.json")
+    assert snap.hcas.status.source == "sysfs:/sys/class/infiniband" and note in snap.notes
+
+
 def test_list_examples(capsys):
     rc, out, _ = run(capsys, "--list-examples")
     assert rc == 0 and out.splitlines()[0].split()[0] == "azure-ndv5" and "dgx-h100" in out

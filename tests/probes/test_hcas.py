@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 
@@ -11,6 +12,7 @@ from ncdoc.examples.machines import build_machine
 from ncdoc.probes.hcas import parse_rate, probe_hcas, roce_mtu
 from ncdoc.probes.sysfs import SysfsReader
 from ncdoc.examples.verbs_replay import RecordedVerbs
+from ncdoc.snapshot import Status
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +56,68 @@ def test_pyverbs_supplies_the_mtu(dgx):
 
 
 def test_pyverbs_with_no_device_means_sysfs_only(dgx):
+    # no /sys/class/infiniband_verbs: pyverbs raises PyverbsRDMAError, which means "no devices"
     section, notes = probe_hcas(SysfsReader(dgx.root), verbs=RecordedVerbs({"devices": {}}))
-    assert section.status.state == "ok" and section.hcas[0].ports[0].active_mtu is None
+    assert section.status == Status.ok(source="sysfs:/sys/class/infiniband")
+    assert section.hcas[0].ports[0].active_mtu is None and section.hcas[0].ports[0].state == "ACTIVE"
+    assert notes == ["HCA facts from sysfs only, InfiniBand port MTUs unknown: libibverbs lists no device "
+                     "(Failed to get devices list: is ib_uverbs loaded?)"]
+    # uverbs there, but no provider claims the devices: pyverbs returns [], the same "no devices"
+    section, notes = probe_hcas(SysfsReader(dgx.root), verbs=RecordedVerbs({"devices": {}, "uverbs": True}))
+    assert section.status.state == "ok" and len(section.hcas) == 12
+    assert notes == ["HCA facts from sysfs only, InfiniBand port MTUs unknown: libibverbs lists none of them "
+                     "(no userspace provider: ibverbs-providers missing or too old?)"]
+
+
+def test_why_pyverbs_was_not_used_is_a_note(dgx, roce):
+    _, notes = probe_hcas(SysfsReader(dgx.root), no_verbs="pyverbs failed to import (ImportError: "
+                          "/lib/x86_64-linux-gnu/libibverbs.so.1: version `IBVERBS_PRIVATE_59' not found)")
+    assert notes == ["HCA facts from sysfs only, InfiniBand port MTUs unknown: pyverbs failed to import "
+                     "(ImportError: /lib/x86_64-linux-gnu/libibverbs.so.1: version `IBVERBS_PRIVATE_59' not found)"]
+    # RoCE MTUs follow from the netdevs, so nothing is unknown, but the source is still said
+    section, notes = probe_hcas(SysfsReader(roce.root))
+    assert notes == ["HCA facts from sysfs only: pyverbs is not installed (the 'verbs' extra)"]
+    assert section.status.source == "sysfs:/sys/class/infiniband"
+
+
+def _answers(machine) -> dict:
+    return json.loads(open(machine.verbs_answers, encoding="utf-8").read())
+
+
+def test_devices_pyverbs_cannot_open_keep_their_sysfs_facts(dgx):
+    # a container that sees the devices but has no /dev/infiniband: every open fails with ENOENT
+    answers = _answers(dgx)
+    for record in answers["devices"].values():
+        record["open_errno"] = 2
+    section, notes = probe_hcas(SysfsReader(dgx.root), verbs=RecordedVerbs(answers))
+    assert section.status.source == "sysfs:/sys/class/infiniband" and len(section.hcas) == 12
+    assert notes == ["HCA facts from sysfs only, InfiniBand port MTUs unknown: pyverbs could not query any of the "
+                     "12 devices (Failed to open device mlx5_0. Errno: 2, No such file or directory)"]
+    # one device missing from the list, one failing: the rest still get their MTUs from pyverbs
+    answers = _answers(dgx)
+    del answers["devices"]["mlx5_11"]
+    answers["devices"]["mlx5_3"]["open_errno"] = 13
+    section, notes = probe_hcas(SysfsReader(dgx.root), verbs=RecordedVerbs(answers))
+    assert section.status.source == "sysfs:/sys/class/infiniband+pyverbs"
+    mtus = {h.name: h.ports[0].active_mtu for h in section.hcas}
+    assert mtus["mlx5_0"] == 4096 and mtus["mlx5_3"] is None and mtus["mlx5_11"] is None
+    assert notes == ["InfiniBand port MTUs unknown for some devices: pyverbs could not query mlx5_3 "
+                     "(Failed to open device mlx5_3. Errno: 13, Permission denied); pyverbs does not list mlx5_11"]
+
+
+def test_a_pyverbs_failure_other_than_no_devices_is_said(dgx):
+    class Broken:
+        def get_device_list(self):
+            raise OSError(24, "Too many open files")
+    section, notes = probe_hcas(SysfsReader(dgx.root), verbs=Broken())
+    assert section.status.state == "ok" and notes == [
+        "HCA facts from sysfs only, InfiniBand port MTUs unknown: pyverbs failed (OSError: [Errno 24] Too many open files)"]
+
+
+def test_intflag_answers_as_a_cython3_pyverbs_gives_them(dgx):
+    plain, _ = probe_hcas(SysfsReader(dgx.root), verbs=dgx.verbs())
+    flags, notes = probe_hcas(SysfsReader(dgx.root), verbs=RecordedVerbs(dgx.verbs_answers, enum_types=True))
+    assert flags == plain and not notes
 
 
 def test_roce_gid_table_and_mtu_from_netdev(roce):

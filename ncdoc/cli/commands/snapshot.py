@@ -62,8 +62,10 @@ def summary(snapshot) -> list[str]:
     section("GPUs", gpus.status, gpu_text)
     ports = [p for h in snapshot.hcas.hcas for p in h.ports]
     active = sum(1 for p in ports if p.state == "ACTIVE")
+    rdma_from = snapshot.hcas.status.source          # sysfs, +pyverbs when it answered (a note says why not)
     section("RDMA", snapshot.hcas.status,
-            f"{_count(snapshot.hcas.hcas, 'device')}, {active} of {len(ports)} ports ACTIVE")
+            f"{_count(snapshot.hcas.hcas, 'device')}, {active} of {len(ports)} ports ACTIVE"
+            + (f" (from {rdma_from})" if rdma_from else ""))
     section("network", snapshot.net.status, _count(snapshot.net.interfaces, "interface"))
     section("PCIe", snapshot.pci.status, _count(snapshot.pci.devices, "device"))
     section("NUMA", snapshot.numa.status, _count(snapshot.numa.nodes, "node"))
