@@ -15,8 +15,7 @@ from ncdoc.probes.hcas import NOT_INSTALLED
 from ncdoc.probes.sysfs import SysfsReader
 from paths import TESTS
 
-_ASK = ("import json; from ncdoc.probes.live import _verbs_for; from ncdoc.probes.sysfs import SysfsReader; "
-        "m, why = _verbs_for(SysfsReader('/'), None, True); print(json.dumps([m is None, why]))")
+_ASK = "import json; from ncdoc.probes.live import _import_verbs; m, why = _import_verbs(); print(json.dumps([m is None, why]))"
 
 
 def _fake_pyverbs(tmp_path, device_py: str | None) -> str:
@@ -53,10 +52,18 @@ def test_built_for_another_python_says_so(tmp_path):
 def test_not_installed_says_which_extra(monkeypatch):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pyverbs" else real(name, *a))
-    assert live._verbs_for(SysfsReader("/"), None, True) == (None, NOT_INSTALLED)
+    assert live._import_verbs() == (None, NOT_INSTALLED)
     assert NOT_INSTALLED == "pyverbs is not installed (the 'verbs' extra)"
 
 
 def test_a_copied_tree_is_not_asked(tmp_path):
     assert live._verbs_for(SysfsReader(str(tmp_path)), None, True) == (
         None, f"pyverbs asks this machine's devices, not the tree under {tmp_path}")
+
+
+def test_a_node_without_rdma_devices_does_not_import_pyverbs(no_rdma_here):
+    code = ("import sys; from ncdoc.probes.live import capture; s = capture(environ={}, home=None); "
+            "print(s.hcas.status.state, 'pyverbs' in sys.modules, [n for n in s.notes if 'pyverbs' in n])")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=TESTS.parent)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.split() == ["absent", "False", "[]"]
