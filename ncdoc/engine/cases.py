@@ -9,6 +9,14 @@ Inputs (a rule's `example`, or one entry of tests/rule_cases/<pack>.yaml):
     nccl_version: "2.21.5"        the NCCL version to judge against
     log / tests / launch: text    evidence parsed by ncdoc.evidence (NCCL log, nccl-tests, launch script)
     policy: {policy pack}         a site policy pack (ncdoc.engine.policy format), for the policy rules
+    cluster: {...}                many nodes, for the cross-node rules (rules/cluster.yaml):
+        example: dgx-h100         every node starts as this fixture machine, named node01..nodeNN
+        nodes: 8                  how many
+        patch: {node03: {dotted.path: value}}   per-node changes, as `patch` above
+        env: {node05: {NAME: value | null}}     per-node job variables, as `env` above
+        unreachable: {node08: reason}           nodes that did not answer the gather
+        clock: {node04: 9.5}                    a node's clock offset in seconds (measured +-0.5 s)
+        golden: node01                          judge against this node instead of the majority
 
 A case adds {rule: name, case: pass | fail, id: text, severity: level}. It runs its rule alone
 (a fallback rule with every rule, since it reads their findings): "fail" means the rule reports
@@ -71,8 +79,39 @@ def patched(snap, patch: Mapping[str, Any]):
     return Snapshot.from_dict(data, path="<patch>")
 
 
+def cluster_facts(spec: Mapping[str, Any]):
+    """An ncdoc.cluster.facts.ClusterFacts of fixture nodes (the `cluster` input above)."""
+    from ncdoc.cluster.facts import ClusterFacts, Unreachable
+    from ncdoc.envfiles.layers import overlay
+    from ncdoc.startup.record import replace
+    base = fixture(spec["example"])
+    count = int(spec.get("nodes", 4))
+    width = max(2, len(str(count)))
+    patches, envs = spec.get("patch") or {}, spec.get("env") or {}
+    nodes = {}
+    for i in range(1, count + 1):
+        name = f"node{i:0{width}d}"
+        snap = base.replace(host=replace(base.host, hostname=name))
+        if patches.get(name):
+            snap = patched(snap, patches[name])
+        if envs.get(name):
+            env_in = {k: (None if v is None else str(v)) for k, v in envs[name].items()}
+            snap = snap.replace(env=overlay(snap.env, env_in, source="env", conf=[]))
+        nodes[name] = snap
+    gone = spec.get("unreachable") or {}
+    facts = ClusterFacts({n: s for n, s in nodes.items() if n not in gone},
+                         unreachable=[Unreachable(n, str(r), "timeout") for n, r in gone.items()],
+                         clock_offsets={n: (float(v) - 0.5, float(v) + 0.5) for n, v in (spec.get("clock") or {}).items()},
+                         source="example")
+    if spec.get("golden"):
+        facts = facts.with_golden(nodes[spec["golden"]], spec["golden"])
+    return facts
+
+
 def context(inputs: Mapping[str, Any], *, options: Mapping[str, Any] | None = None) -> Context:
     from ncdoc.envfiles.layers import overlay, parse_conf
+    if inputs.get("cluster"):
+        return Context(snapshot=None, cluster=cluster_facts(inputs["cluster"]), options=dict(options or {}))
     snap = fixture(inputs["example"]) if inputs.get("example") else None
     if snap is not None and inputs.get("patch"):
         snap = patched(snap, inputs["patch"])
@@ -129,7 +168,7 @@ def example_problems(rule: Rule, inputs: Mapping[str, Any] | None = None) -> lis
 
 
 CASE_KEYS = frozenset({"rule", "case", "id", "severity", "env", "conf", "example", "patch", "log", "tests",
-                       "launch", "nccl_version", "policy"})
+                       "launch", "nccl_version", "policy", "cluster"})
 
 
 def case_problems(rule: Rule, case: Mapping[str, Any]) -> list[str]:
@@ -153,5 +192,5 @@ def case_problems(rule: Rule, case: Mapping[str, Any]) -> list[str]:
     return []
 
 
-__all__ = ["EVIDENCE_PARSERS", "CASE_KEYS", "fixture", "context", "run", "fired", "example_problems",
+__all__ = ["EVIDENCE_PARSERS", "CASE_KEYS", "fixture", "cluster_facts", "context", "run", "fired", "example_problems",
            "case_problems"]

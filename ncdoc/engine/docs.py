@@ -22,6 +22,9 @@ DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "rules"
 def example_command(rule) -> str:
     """The command line that reproduces a rule's example."""
     ex = rule.example
+    if ex.get("cluster"):
+        return "ncdoc cluster check snaps/" + (f" --golden {ex['cluster']['golden']}" if ex["cluster"].get("golden")
+                                               else "")
     if ex.get("log") or ex.get("tests"):
         return "ncdoc triage " + " ".join(n for k, n in (("log", "job.log"), ("tests", "results.txt")) if ex.get(k))
     parts = ["ncdoc check", f"--example {ex['example']}"] if ex.get("example") else ["ncdoc lint"]
@@ -62,6 +65,8 @@ def page(rule) -> str:
     if ex.get("note"):
         lines += [ex["note"], ""]
     setup = []
+    if ex.get("cluster"):
+        setup += _cluster_setup(ex["cluster"])
     if ex.get("example"):
         setup.append(f"# node: the bundled example machine '{ex['example']}'")
     unset = [k for k, v in (ex.get("env") or {}).items() if v is None]
@@ -83,6 +88,21 @@ def page(rule) -> str:
     lines += ["## How to fix", "", rule.fix, "", "## References", ""]
     lines += [f"- <{r}>" for r in rule.references]
     return "\n".join(lines) + "\n"
+
+
+def _cluster_setup(spec) -> list[str]:
+    """How a cross-node example's cluster differs from identical copies of one machine."""
+    n = int(spec.get("nodes", 4))
+    lines = [f"# snaps/: {n} nodes (node01...), each the bundled example machine '{spec['example']}', except:"]
+    for node, changes in (spec.get("patch") or {}).items():
+        lines.append(f"#   {node}: " + ", ".join(f"{k} = {v}" for k, v in changes.items()))
+    for node, env in (spec.get("env") or {}).items():
+        lines.append(f"#   {node}: " + ", ".join(f"{k}={v}" if v is not None else f"{k} unset" for k, v in env.items()))
+    for node, reason in (spec.get("unreachable") or {}).items():
+        lines.append(f"#   {node}: did not answer ({reason})")
+    if spec.get("clock"):
+        lines.append("#   clock offsets (s): " + ", ".join(f"{k} {v:+g}" for k, v in spec["clock"].items()))
+    return lines
 
 
 def index(rules) -> str:

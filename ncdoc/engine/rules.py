@@ -117,8 +117,12 @@ class Context:
 
     def __init__(self, *, snapshot: Snapshot | None = None, env: NcclEnv | None = None,
                  evidence: Mapping[str, list[Any]] | None = None, nccl_version: str | None = None,
-                 options: Mapping[str, Any] | None = None):
+                 options: Mapping[str, Any] | None = None, cluster: Any = None):
         self.snapshot = snapshot
+        # Cross-node rules (rules/cluster.yaml) read many nodes at once: an
+        # ncdoc.cluster.facts.ClusterFacts (snapshots and effective envs by node). None on
+        # every single-node command, where those rules are left out (engine.selection).
+        self.cluster = cluster
         self.env = env if env is not None else (snapshot.env if snapshot else NcclEnv(Status.ok("empty")))
         self.evidence = {k: list(v) for k, v in (evidence or {}).items()}
         self._nccl_version = nccl_version

@@ -28,7 +28,7 @@ Pack format (unknown keys are rejected with file, line and key):
         env_patch: {NAME: value|null}   # optional, `when` rules: the fix as env
         example: {env: {...}, conf: text, example: fixture, patch: {dotted.path: value}, log: text, tests: text,
                   launch: text, nccl_version: "2.21.5", policy: {a policy pack}, note: text,
-                  expect: [names]}
+                  cluster: {many nodes, see ncdoc.engine.cases}, expect: [names]}
         aliases: [old-name]     # optional
 """
 
@@ -52,7 +52,7 @@ RULE_KEYS_REQUIRED = ("code", "name", "severity", "stage", "summary", "why", "fi
 RULE_KEYS_OPTIONAL = ("needs", "only_if_set", "check", "when", "message", "aliases", "env_patch", "fallback")
 CHECK_KEYS = ("needs", "only_if_set")
 EXAMPLE_KEYS = ("env", "conf", "example", "patch", "log", "tests", "launch", "nccl_version", "policy", "note",
-                "expect")
+                "expect", "cluster")
 PACK_KEYS = ("pack", "description", "rules")
 
 # Patterns as strings: compiled (and cached by re) only when a pack is parsed, not on the check path.

@@ -38,6 +38,9 @@ class Selection:
         if not ctx.options.get("policies"):
             # site policy rules find nothing without a policy pack: leave them (and their module) out
             rules = [r for r in rules if r.pack != "policy"]
+        if getattr(ctx, "cluster", None) is None:
+            # cross-node rules need many nodes (ncdoc cluster check): leave them (and their module) out
+            rules = [r for r in rules if r.pack != "cluster"]
         # only the checks that will run on ctx are imported (a node check never loads the log checks)
         missing = self.ruleset.ensure_checks(rules, ctx)
         skipped_missing = []
