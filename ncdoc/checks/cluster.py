@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ncdoc.cluster.attributes import ABSENT, UNSET, Attr
 from ncdoc.cluster.drift import AttrDrift, attribute_drift
-from ncdoc.cluster.nodes import compress
+from ncdoc.cluster.nodes import nodes_text
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 
@@ -27,7 +27,6 @@ MUST_MATCH = frozenset({
 DEBUG_ONLY = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_TIMESTAMP_FORMAT",
                         "NCCL_DEBUG_TIMESTAMP_LEVELS"})
 SKEW_TOLERANCE_S = 2.0
-_SHOW = 8                  # odd nodes named in a message before "and N more"
 
 
 def _cluster(ctx: Context):
@@ -42,17 +41,6 @@ def _compared(ctx: Context):
     if len(c.nodes) < 2 and c.golden is None:
         raise Skip("only one node gathered: nothing to compare it with (give a golden node with --golden)")
     return c
-
-
-def nodes_text(nodes) -> str:
-    """A short name for a set of nodes: the names when few, a hostlist expression when many."""
-    nodes = list(nodes)
-    if len(nodes) <= 3:
-        return ", ".join(nodes)
-    expr = compress(nodes)
-    if len(expr) <= 60:
-        return expr
-    return ", ".join(nodes[:_SHOW]) + f" and {len(nodes) - _SHOW} more"
 
 
 def _drifts(c, match, *, drop=()) -> list[AttrDrift]:

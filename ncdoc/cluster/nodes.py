@@ -183,4 +183,18 @@ def within(names, allowed, *, what: str, where: str) -> None:
         raise UsageError(f"{what} names host(s) not in {where}: {shown}")
 
 
-__all__ = ["expand", "compress", "unique", "read_hostfile", "within"]
+SHOW = 8                   # nodes named in a message before "and N more"
+
+
+def nodes_text(nodes) -> str:
+    """A short name for a set of nodes: the names when few, a hostlist expression when many."""
+    nodes = list(nodes)
+    if len(nodes) <= 3:
+        return ", ".join(nodes)
+    expr = compress(nodes)
+    if len(expr) <= 60:
+        return expr
+    return ", ".join(nodes[:SHOW]) + f" and {len(nodes) - SHOW} more"
+
+
+__all__ = ["expand", "compress", "unique", "read_hostfile", "within", "nodes_text"]

@@ -7,7 +7,7 @@ inside run().
 
 COMMAND_MODULES = (
     "snapshot", "topo", "check", "lint", "doctor", "triage", "env",
-    "rules", "rule", "tune", "report", "demo",
+    "rules", "rule", "tune", "report", "cluster", "demo",
 )
 
 # Commands whose simple command lines skip argparse (see ncdoc.cli.fast_args).

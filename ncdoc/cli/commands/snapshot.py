@@ -20,6 +20,7 @@ to stderr.
 
 examples:
   ncdoc snapshot -o node7.json
+  srun --ntasks-per-node=1 ncdoc snapshot -o snaps/%h.json   # one file per node (then: ncdoc cluster check snaps/)
   ncdoc snapshot --sysfs-root /tmp/capture        # a copied /sys + /proc tree
   ncdoc snapshot --example dgx-h100               # a bundled example machine
   ncdoc snapshot --list-examples
@@ -28,7 +29,8 @@ examples:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", metavar="FILE",
-                        help="write the snapshot to FILE (atomically) instead of stdout")
+                        help="write the snapshot to FILE (atomically) instead of stdout; %%h in FILE is the "
+                             "node's hostname, so `srun ncdoc snapshot -o snaps/%%h.json` writes one file per node")
     src = parser.add_mutually_exclusive_group()
     src.add_argument("--sysfs-root", metavar="DIR",
                      help="read /sys and /proc under DIR instead of this machine's (NVML is not queried)")
@@ -36,6 +38,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list-examples", action="store_true", help="list the bundled example machines")
     parser.add_argument("--json", action="store_true",
                         help="with -o, print a JSON summary on stdout; with --list-examples, list as JSON")
+
+
+def output_path(template: str, snapshot) -> str:
+    """-o with %h replaced by the node's hostname (%% for a literal %), as srun and ssh spell it."""
+    if "%" not in template:
+        return template
+    host = snapshot.host.hostname
+    if not host:
+        import socket
+        host = socket.gethostname()
+    host = host.split(".")[0]
+    out, i = [], 0
+    while i < len(template):
+        c = template[i]
+        if c == "%" and i + 1 < len(template) and template[i + 1] in "h%":
+            out.append(host if template[i + 1] == "h" else "%")
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out)
 
 
 def _count(items: tuple, what: str) -> str:
@@ -105,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     text = snapshot.to_json() + "\n"
     if args.output and args.output != "-":
         from ncdoc.readers.textfile import write_user_file
+        args.output = output_path(args.output, snapshot)
         write_user_file(args.output, text, "the snapshot")
         if args.json:
             print(json.dumps({"schema_version": 1, "output": args.output, "origin": snapshot.origin,

@@ -1,0 +1,129 @@
+"""Is a measurement what it claims to be? The verdict on one nccl-tests run's output.
+
+A busbw figure is only a result when
+  - the ranks formed one job: one header, as many ranks as were launched (not N one-rank jobs
+    of an nccl-tests built without MPI, or of a launcher whose PMI was not wired);
+  - every rank loaded the same NCCL;
+  - the NCCL INFO log was captured (NCDOC sets NCCL_DEBUG=INFO, NCCL_DEBUG_SUBSYS=INIT,ENV,TUNING),
+    and every variable the run was meant to test appears in NCCL's own "set by environment to"
+    (or "set to") lines, with the value asked for, on every rank: a variable the launcher did
+    not export never reached NCCL, and the number measures the default instead;
+  - the results were checked (-c) and none were wrong, nothing failed, nothing was cut off.
+Any of these failing makes the run invalid, with the reason. The algorithm, protocol and
+channel count NCCL actually used for each size come from its TUNING lines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+# Set by ncdoc for the run itself, or read by NCCL without an INFO line of its own.
+NOT_REPORTED = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_TIMESTAMP_FORMAT",
+                          "NCCL_DEBUG_TIMESTAMP_LEVELS", "NCCL_TESTS_SPLIT", "NCCL_TESTS_SPLIT_MASK",
+                          "NCCL_TESTS_MIN_BW", "NCCL_TESTS_DEVICE"})
+
+
+@dataclass(frozen=True)
+class Verdict:
+    valid: bool
+    reasons: tuple[str, ...] = ()              # why the run is not a result
+    notes: tuple[str, ...] = ()                # worth knowing, not invalidating
+    nranks: int | None = None                  # ranks nccl-tests listed
+    expected_ranks: int | None = None
+    nccl_versions: tuple[str, ...] = ()
+    env_missing: dict = field(default_factory=dict)   # NAME -> hosts whose ranks never reported it
+    env_wrong: dict = field(default_factory=dict)     # NAME -> {host: value NCCL read}
+
+    def to_dict(self) -> dict:
+        return {"valid": self.valid, "reasons": list(self.reasons), "notes": list(self.notes),
+                "nranks": self.nranks, "expected_ranks": self.expected_ranks,
+                "nccl_versions": list(self.nccl_versions),
+                "env_missing": {k: list(v) for k, v in self.env_missing.items()},
+                "env_wrong": {k: dict(v) for k, v in self.env_wrong.items()}}
+
+
+def _same(asked: str, read: str) -> bool:
+    """NCCL prints integer parameters as parsed (strtoll base 0): 0x400000 reads back as 4194304."""
+    if asked == read:
+        return True
+    try:
+        return int(asked, 0) == int(read, 0)
+    except ValueError:
+        return asked.strip() == read.strip()
+
+
+def _hosts(ranks, host_of) -> str:
+    from ncdoc.cluster.nodes import nodes_text
+    hosts = sorted({host_of[r] for r in ranks})
+    return nodes_text(hosts)
+
+
+def judge(tests, ranklog, *, expected_ranks: int | None, tuned, logfacts=None, checked: bool = True,
+          timeout_flag: bool = True) -> Verdict:
+    """The verdict on one run: `tests` (NcclTestsFacts), `ranklog` (tuning_log.RankLog), `tuned`
+    (the NCCL_* variables the run was meant to test), `logfacts` (LogFacts, for versions and
+    failures), `checked` (-c was at least 1)."""
+    reasons: list[str] = []
+    notes: list[str] = []
+    if tests is None or not tests.rows:
+        reasons.append("nccl-tests printed no result rows")
+    if tests is not None:
+        if tests.runs > 1 or tests.duplicate_ranks:
+            reasons.append(f"the ranks did not form one job: {tests.runs} separate nccl-tests runs in the output "
+                           "(each rank its own job: nccl-tests built without MPI=1, or the launcher's PMI not "
+                           "wired, e.g. srun without --mpi=pmix)")
+        elif expected_ranks is not None and tests.nranks is not None and tests.nranks != expected_ranks:
+            reasons.append(f"nccl-tests saw {tests.nranks} rank(s), {expected_ranks} were launched "
+                           "(a node or rank was lost, or the job is not what was asked)")
+        if tests.wrong_total:
+            reasons.append(f"{tests.wrong_total:g} wrong result element(s) in {tests.wrong_rows} row(s): data "
+                           "corruption with these settings")
+        if tests.out_of_bounds_ok is False:
+            reasons.append(f"nccl-tests reports {tests.out_of_bounds} out-of-bounds value(s)")
+        if tests.failures:
+            f = tests.failures[0]
+            reasons.append(f"nccl-tests failed on {f.host}: {f.error or f.text}"[:300])
+        if tests.truncated:
+            reasons.append("the output was cut short: " + "; ".join(tests.truncation)[:200])
+        if tests.validation_off or not checked:
+            reasons.append("results were not checked (-c 0): a fast wrong answer would count")
+    versions = tuple(sorted(set(ranklog.versions.values())))
+    if logfacts is not None and len(logfacts.nccl_versions) > len(versions):
+        versions = tuple(sorted(set(logfacts.nccl_versions)))
+    if len(versions) > 1:
+        by_version: dict[str, list[str]] = {}
+        for rank, v in ranklog.versions.items():
+            by_version.setdefault(v, []).append(rank)
+        detail = "; ".join(f"{v} on {_hosts(r, ranklog.host_of)}" for v, r in sorted(by_version.items()))
+        reasons.append(f"ranks loaded different NCCL versions ({detail})")
+    missing: dict[str, list[str]] = {}
+    wrong: dict[str, dict[str, str]] = {}
+    if not ranklog.info_lines:
+        reasons.append("no NCCL INFO lines were captured (NCCL_DEBUG=INFO did not reach NCCL): whether the "
+                       "variables under test reached NCCL cannot be told")
+    else:
+        wanted = {k: v for k, v in (tuned or {}).items() if k.startswith("NCCL_") and k not in NOT_REPORTED}
+        for name, asked in sorted(wanted.items()):
+            absent = [r for r in ranklog.ranks if name not in ranklog.env.get(r, {})]
+            if absent:
+                missing[name] = sorted({ranklog.host_of[r] for r in absent})
+                reasons.append(f"{name}={asked} did not reach NCCL on {_hosts(absent, ranklog.host_of)} "
+                               f"({len(absent)} of {len(ranklog.ranks)} ranks never reported it): the run measured "
+                               "NCCL's default there")
+            off = {ranklog.host_of[r]: ranklog.env[r][name] for r in ranklog.ranks
+                   if name in ranklog.env.get(r, {}) and not _same(asked, ranklog.env[r][name])}
+            if off:
+                wrong[name] = off
+                host, got = next(iter(off.items()))
+                reasons.append(f"{name}={asked} was asked, but NCCL read {got!r} on {host}"
+                               + (f" and {len(off) - 1} more node(s)" if len(off) > 1 else ""))
+        if not ranklog.picks:
+            notes.append("no TUNING lines (NCCL prints them from 2.21; older releases only in TRACE builds): "
+                         "the algorithm and protocol used are unknown")
+    if not timeout_flag:
+        notes.append("nccl-tests ran without its own -T timeout")
+    return Verdict(not reasons, tuple(reasons), tuple(notes), tests.nranks if tests is not None else None,
+                   expected_ranks, versions, {k: tuple(v) for k, v in missing.items()}, wrong)
+
+
+__all__ = ["Verdict", "judge", "NOT_REPORTED"]
