@@ -47,13 +47,29 @@ OPTUNA_READERS = ("report/tune_input.py",)
 
 
 def test_only_the_tuner_imports_ray_and_optuna():
+    # ncdoc.cluster runs things on every node through Ray too (ray_nodes.py): Ray, never Optuna
     for path in PKG.rglob("*.py"):
         rel = path.relative_to(PKG)
         heavy = {m for m in _imports(path) if m.split(".")[0] in ("ray", "optuna")}
         if heavy and rel.as_posix() in OPTUNA_READERS:
             heavy = {m for m in heavy if m.split(".")[0] == "ray"}
         if heavy:
-            assert rel.parts[0] == "tuner", f"{rel} imports {sorted(heavy)}"
+            allowed = rel.parts[0] == "tuner" or (rel.parts[0] == "cluster" and
+                                                   all(m.split(".")[0] == "ray" for m in heavy))
+            assert allowed, f"{rel} imports {sorted(heavy)}"
+
+
+def test_the_check_path_never_reaches_the_cluster_launchers():
+    """Nothing `ncdoc check` imports may import Ray; the cross-node rules read only pure modules."""
+    graph = import_graph()
+    seen, todo = set(), ["ncdoc.cli.commands.check", "ncdoc.checks.cluster"]
+    while todo:
+        m = todo.pop()
+        if m in seen:
+            continue
+        seen.add(m)
+        todo.extend(graph.get(m, ()))
+    assert "ncdoc.cluster.ray_nodes" not in seen and not {m for m in seen if m.startswith("ncdoc.tuner")}
 
 
 @pytest.mark.parametrize("argv", [

@@ -6,6 +6,7 @@
     drift.py       the node x attribute drift matrix: reference (majority or golden), odd nodes
     render.py      the drift matrix and cluster findings as text, JSON and markdown
     launch.py      one way to run something on every node: the Launcher interface, its results
+    launchers.py   which launcher a command line asks for
     processes.py   local processes with timeouts, process-group cleanup and logs
     slurm.py       srun (and scontrol for drains); mpi.py: mpirun (Open MPI, MPICH/Hydra, Intel MPI);
     ray_nodes.py   Ray: one task per node with node-affinity scheduling

@@ -120,13 +120,14 @@ def shell_line(argv, env=None) -> str:
     return " ".join((["env"] + pre if pre else []) + [shlex.quote(a) for a in argv])
 
 
-def find_tool(cmd: str, what: str, hint: str) -> str:
-    """The path of a launcher executable, or UsageError (exit 2) saying it is not installed."""
+def find_tool(cmd: str, what: str, hint: str, environ=None) -> str:
+    """The path of a launcher executable (on the PATH of `environ`, the launcher's environment),
+    or UsageError (exit 2) saying it is not installed."""
     if os.sep in cmd:
         if os.path.isfile(cmd) and os.access(cmd, os.X_OK):
             return cmd
         raise UsageError(f"{what} {cmd!r} is not an executable file")
-    found = shutil.which(cmd)
+    found = shutil.which(cmd, path=(environ or os.environ).get("PATH"))
     if not found:
         raise UsageError(f"{cmd} is not installed (not on PATH): {hint}")
     return found
@@ -209,30 +210,5 @@ def job_result(job: Job, p) -> JobRun:
     return JobRun(job, True, **common)
 
 
-def make_launcher(kind: str | None, *, nodes: str | None = None, hostfile: str | None = None,
-                  ray_address: str | None = None, command: str | None = None, extra_args=(),
-                  mpi_flavour: str | None = None, environ=None, dry_run: bool = False) -> Launcher:
-    """The launcher a command line asks for. Default: Slurm inside an allocation, else Ray."""
-    environ = os.environ if environ is None else environ
-    if kind is None:
-        kind = "slurm" if environ.get("SLURM_JOB_ID") and shutil.which(command or "srun") else "ray"
-    if kind not in LAUNCHERS:
-        raise UsageError(f"unknown launcher {kind!r} (use one of {', '.join(LAUNCHERS)})")
-    extra = [a for item in extra_args for a in shlex.split(item)]
-    if kind == "slurm":
-        from ncdoc.cluster.slurm import SlurmLauncher
-        return SlurmLauncher(nodes=nodes, hostfile=hostfile, srun=command or "srun", extra_args=extra,
-                             environ=environ, dry_run=dry_run)
-    if kind == "mpirun":
-        from ncdoc.cluster.mpi import MpiLauncher
-        return MpiLauncher(nodes=nodes, hostfile=hostfile, mpirun=command or "mpirun", extra_args=extra,
-                           flavour=mpi_flavour, environ=environ, dry_run=dry_run)
-    if hostfile:
-        raise UsageError("--hostfile is for --launcher slurm or mpirun; a Ray cluster knows its nodes")
-    from ncdoc.cluster.ray_nodes import RayLauncher
-    return RayLauncher(address=ray_address, nodes=nodes, mpirun=command or "mpirun", extra_args=extra,
-                       mpi_flavour=mpi_flavour, dry_run=dry_run)
-
-
 __all__ = ["LAUNCHERS", "NodeRun", "Job", "JobRun", "Launcher", "wrap", "shell_line", "find_tool", "parse_marks", "node_run", "Marks",
-           "exit_reason", "job_result", "make_launcher", "CLOCK_MARK", "EXIT_MARK", "last_line"]
+           "exit_reason", "job_result", "CLOCK_MARK", "EXIT_MARK", "last_line"]

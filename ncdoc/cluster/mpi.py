@@ -29,10 +29,10 @@ _OMPI_TAG = re.compile(r"^\[(?:[^\]]*,)?(\d+)\]<(stdout|stderr)>: ?(.*)$")
 _RANK_TAG = re.compile(r"^\[(\d+)\] ?(.*)$")
 
 
-def detect_flavour(mpirun: str) -> str:
+def detect_flavour(mpirun: str, environ=None) -> str:
     """Which MPI `mpirun --version` belongs to."""
     try:
-        p = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=15)
+        p = subprocess.run([mpirun, "--version"], capture_output=True, text=True, timeout=15, env=environ)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise UsageError(f"cannot run {mpirun} --version ({exc}); pass --mpi-flavour openmpi|hydra|intel") from None
     text = (p.stdout + p.stderr).lower()
@@ -69,10 +69,11 @@ class MpiLauncher(Launcher):
     def __init__(self, *, nodes: str | None = None, hostfile: str | None = None, mpirun: str = "mpirun",
                  extra_args=(), flavour: str | None = None, environ=None, dry_run: bool = False):
         self.environ = dict(os.environ if environ is None else environ)
-        self.mpirun = mpirun if dry_run else find_tool(mpirun, "mpirun", "install an MPI, or use --launcher slurm / ray")
+        self.mpirun = mpirun if dry_run else find_tool(mpirun, "mpirun", "install an MPI, or use --launcher slurm / ray",
+                                                       self.environ)
         if flavour is not None and flavour not in FLAVOURS:
             raise UsageError(f"unknown MPI flavour {flavour!r} (use one of {', '.join(FLAVOURS)})")
-        self.flavour = flavour or ("openmpi" if dry_run else detect_flavour(self.mpirun))
+        self.flavour = flavour or ("openmpi" if dry_run else detect_flavour(self.mpirun, self.environ))
         self.extra = list(extra_args)
         if nodes:
             chosen, what = expand(nodes), "--nodes"

@@ -93,12 +93,17 @@ def compress(names) -> str:
     """A Slurm hostlist expression for `names` (order of first appearance per prefix)."""
     groups: dict[tuple[str, int], list[int]] = {}
     order: list[tuple[str, int] | str] = []
+    names = list(names)
+    # zero-padded numbers fix a width for their prefix; unpadded ones of that width belong there too
+    padded = {(m.group(1), len(m.group(2))) for m in map(_TAIL.match, names)
+              if m and m.group(2).startswith("0") and len(m.group(2)) > 1}
     for n in names:
         m = _TAIL.match(n)
         if not m:
             order.append(n)
             continue
-        key = (m.group(1), len(m.group(2)) if m.group(2).startswith("0") else 0)
+        width = len(m.group(2))
+        key = (m.group(1), width if (m.group(1), width) in padded else 0)
         if key not in groups:
             groups[key] = []
             order.append(key)

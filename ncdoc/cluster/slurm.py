@@ -35,7 +35,7 @@ class SlurmLauncher(Launcher):
                  extra_args=(), environ=None, dry_run: bool = False):
         self.environ = dict(os.environ if environ is None else environ)
         self.srun = srun if dry_run else find_tool(
-            srun, "srun", "is this a Slurm login node? (or use --launcher mpirun / ray)")
+            srun, "srun", "is this a Slurm login node? (or use --launcher mpirun / ray)", self.environ)
         self.extra = list(extra_args)
         allocation = self.environ.get("SLURM_JOB_NODELIST") or self.environ.get("SLURM_NODELIST")
         self.allocation = expand(allocation) if allocation else None

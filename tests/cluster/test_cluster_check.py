@@ -112,3 +112,15 @@ def test_percent_h_expansion():
     assert output_path("snaps/%h.json", snap) == f"snaps/{snap.host.hostname}.json"
     assert output_path("100%%-%h", snap) == f"100%-{snap.host.hostname}"
     assert output_path("plain.json", snap) == "plain.json"
+
+
+def test_checking_files_needs_no_ray(tmp_path):
+    """Comparing snapshots is pure: neither Ray nor the launchers are imported for it."""
+    import subprocess
+    import sys
+    write_snapshots(tmp_path, {"example": "dgx-h100", "nodes": 2})
+    code = ("import sys; from ncdoc.cli.main import main; rc = main(['cluster', 'check', %r]); "
+            "bad = [m for m in ('ray', 'optuna', 'ncdoc.cluster.ray_nodes', 'ncdoc.cluster.slurm') if m in sys.modules]; "
+            "print('LOADED', bad); sys.exit(0 if not bad and rc == 0 else 3)" % str(tmp_path))
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout[-500:] + p.stderr[-1500:]

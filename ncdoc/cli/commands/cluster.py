@@ -55,7 +55,8 @@ def _launcher_args(p) -> None:
     g.add_argument("--ray-address", metavar="ADDR", help="join this Ray cluster (default: a local instance)")
     g.add_argument("--launcher-cmd", metavar="PATH", help="the srun or mpirun to use (default: on PATH)")
     g.add_argument("--launcher-args", action="append", default=[], metavar="ARGS",
-                   help="passed to srun/mpirun as given, e.g. \"--mpi=pmix\" or \"--mca btl tcp,self\" (repeatable)")
+                   help="passed to srun/mpirun as given (write it with '='): --launcher-args=\"--mpi=pmix\", "
+                        "--launcher-args=\"--mca btl tcp,self -x UCX_TLS\" (repeatable)")
     g.add_argument("--mpi-flavour", choices=("openmpi", "hydra", "intel"),
                    help="mpirun's flags (default: asked from mpirun --version)")
     g.add_argument("--timeout", type=float, default=60.0, metavar="SEC",
@@ -131,7 +132,7 @@ def add_arguments(parser) -> None:
 # ---------------------------------------------------------------- shared
 
 def _launcher(args):
-    from ncdoc.cluster.launch import make_launcher
+    from ncdoc.cluster.launchers import make_launcher
     return make_launcher(args.launcher, nodes=args.nodes, hostfile=args.hostfile, ray_address=args.ray_address,
                          command=args.launcher_cmd, extra_args=args.launcher_args, mpi_flavour=args.mpi_flavour,
                          dry_run=args.dry_run)
