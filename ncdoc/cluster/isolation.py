@@ -360,6 +360,19 @@ class Isolator:
             self.progress(f"{f.kind}: {f.subject}")
 
 
+def first_round(scale: str, nodes, rails=()) -> list[Probe]:
+    """The probes of a scale's first round (what --dry-run shows): the same pairing the Isolator uses."""
+    nodes = tuple(nodes)
+    pairs = [(nodes[i], nodes[i + 1]) for i in range(0, len(nodes) - 1, 2)]
+    if scale == "node":
+        return [Probe(f"node-{n}", (n,), "node") for n in nodes]
+    if scale == "pair":
+        return [Probe(f"pair-{a}-{b}", (a, b), "pair") for a, b in pairs]
+    if scale == "rail":
+        return [Probe(f"rail-{r}-{a}-{b}", (a, b), "rail", r) for r in list(rails)[:1] for a, b in pairs]
+    return [Probe("full", nodes, "full")]
+
+
 def isolate(nodes, measure, *, scales=("pair",), **kw) -> IsolationReport:
     return Isolator(nodes, measure, **kw).run(scales)
 
@@ -381,5 +394,5 @@ def sim_measurer(fabric):
     return measure
 
 
-__all__ = ["SCALES", "THRESHOLD", "Probe", "Outcome", "Finding", "IsolationReport", "Isolator", "isolate",
+__all__ = ["SCALES", "THRESHOLD", "Probe", "Outcome", "Finding", "IsolationReport", "Isolator", "isolate", "first_round",
            "sim_measurer"]

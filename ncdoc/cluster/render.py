@@ -61,7 +61,8 @@ def matrix_json(facts, drifts) -> dict:
 def render_check(facts, report, fmt: str, *, color="auto") -> str:
     from ncdoc.output import render
     drifts = facts.drift()
-    title = f"ncdoc cluster check: {len(facts.nodes)} nodes"
+    title = f"ncdoc cluster check: {len(facts.nodes)} nodes" + (
+        f" ({len(facts.unreachable)} more did not answer)" if facts.unreachable else "")
     if fmt == "json":
         sections = {"cluster": {**summary(facts), "complete": facts.complete,
                                 "unreachable_nodes": [u.to_dict() for u in facts.unreachable],
@@ -82,4 +83,24 @@ def render_check(facts, report, fmt: str, *, color="auto") -> str:
     return render(report, fmt, title=title, facts=sections, color=color)
 
 
-__all__ = ["render_check", "matrix_blocks", "matrix_json", "summary"]
+def render_test(report, drains, ran, n, scales) -> str:
+    """The text report of `ncdoc cluster test`: each bad node or rail with its measurements, the drain lines."""
+    lines = [f"ncdoc cluster test: {n} nodes, scales {', '.join(scales)}, {report.rounds} round(s)", ""]
+    if report.healthy:
+        lines.append("No bad node or rail found.")
+    for f in report.findings:
+        what = {"bad-node": "BAD NODE", "slow-node": "SLOW NODE (alone)", "bad-rail": "BAD RAIL",
+                "intermittent": "INTERMITTENT", "slow-path": "SLOW PATH"}.get(f.kind, f.kind)
+        lines.append(f"{what} {f.subject}")
+        lines += [f"    {e}" for e in f.evidence[:6]]
+    for note in report.notes:
+        lines.append(f"note: {note}")
+    if drains["slurm"]:
+        lines += ["", "To take them out of service (printed, not run; --drain runs the scontrol lines):"]
+        lines += [f"  {x}" for x in drains["slurm"] + drains["kubernetes"]]
+    if ran:
+        lines += ["", *ran]
+    return "\n".join(lines) + "\n"
+
+
+__all__ = ["render_check", "render_test", "matrix_blocks", "matrix_json", "summary"]

@@ -293,9 +293,10 @@ def _sizes(text: str) -> tuple[int, ...]:
 
 def _test(args) -> int:
     from ncdoc.cluster import bench, drain
-    from ncdoc.cluster.isolation import Isolator, Probe, sim_measurer
+    from ncdoc.cluster.isolation import Isolator, first_round, sim_measurer
     from ncdoc.cluster.measure import (BenchMeasurer, Expectations, dry_run_lines, parse_rails, rails_of,
                                        results_document)
+    from ncdoc.cluster.render import render_test
     scales = [s.strip() for s in args.scales.split(",") if s.strip()]
     bad = [s for s in scales if s not in SCALES]
     if bad or not scales:
@@ -332,14 +333,9 @@ def _test(args) -> int:
         rail_names = [r.hca for r in rails]
         if args.dry_run:
             try:
-                first = {"node": [Probe(f"node-{n}", (n,), "node") for n in nodes],
-                         "pair": [Probe(f"pair-{a}-{b}", (a, b), "pair") for a, b in zip(nodes[::2], nodes[1::2])],
-                         "rail": [Probe(f"rail-{r}-{a}-{b}", (a, b), "rail", r) for r in rail_names[:1]
-                                  for a, b in zip(nodes[::2], nodes[1::2])],
-                         "full": [Probe("full", tuple(nodes), "full")]}
                 for scale in scales:
                     print(f"# {scale} scale, first round" + (" (one such round per rail)" if scale == "rail" else ""))
-                    for line in dry_run_lines(launcher, measure, first[scale]):
+                    for line in dry_run_lines(launcher, measure, first_round(scale, nodes, rail_names)):
                         print(line)
                 return 0
             finally:
@@ -359,29 +355,10 @@ def _test(args) -> int:
         doc["drained"] = ran
         print(json.dumps(doc, indent=2))
     else:
-        sys.stdout.write(_render_test(report, drains, ran, len(nodes), scales))
+        sys.stdout.write(render_test(report, drains, ran, len(nodes), scales))
     print(f"ncdoc: {report.rounds} round(s) ({report.first_pass_rounds} first pass, {report.extra_rounds} to "
           f"attribute); results in {os.path.join(out_dir, 'results.json')}", file=sys.stderr)
     return 0 if report.healthy else 1
-
-
-def _render_test(report, drains, ran, n, scales) -> str:
-    lines = [f"ncdoc cluster test: {n} nodes, scales {', '.join(scales)}, {report.rounds} round(s)", ""]
-    if report.healthy:
-        lines.append("No bad node or rail found.")
-    for f in report.findings:
-        what = {"bad-node": "BAD NODE", "slow-node": "SLOW NODE (alone)", "bad-rail": "BAD RAIL",
-                "intermittent": "INTERMITTENT", "slow-path": "SLOW PATH"}.get(f.kind, f.kind)
-        lines.append(f"{what} {f.subject}")
-        lines += [f"    {e}" for e in f.evidence[:6]]
-    for note in report.notes:
-        lines.append(f"note: {note}")
-    if drains["slurm"]:
-        lines += ["", "To take them out of service (printed, not run; --drain runs the scontrol lines):"]
-        lines += [f"  {x}" for x in drains["slurm"] + drains["kubernetes"]]
-    if ran:
-        lines += ["", *ran]
-    return "\n".join(lines) + "\n"
 
 
 def run(args) -> int:
