@@ -124,3 +124,13 @@ def test_checking_files_needs_no_ray(tmp_path):
             "print('LOADED', bad); sys.exit(0 if not bad and rc == 0 else 3)" % str(tmp_path))
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout[-500:] + p.stderr[-1500:]
+
+
+def test_per_node_findings_are_reported_once_with_their_nodes(tmp_path, capsys):
+    write_snapshots(tmp_path, {"example": "dgx-h100", "nodes": 6,
+                               "patch": {n: {"hcas.hcas.4.ports.0.state": "DOWN"} for n in ("node02", "node05")}})
+    main(["cluster", "check", str(tmp_path), "--per-node", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    down = [f for f in doc["findings"] if f["name"] == "port-down"]
+    assert len(down) == 1 and down[0]["message"].startswith("on node02, node05: ")
+    assert any(f["name"] == "port-state-drift" for f in doc["findings"])
