@@ -184,6 +184,9 @@ class Isolator:
     def _pairwise(self, rail: str | None) -> None:
         scale = "rail" if rail else "pair"
         tag = f"{rail}-" if rail else ""
+        if len(self.nodes) < 2:
+            self.report.notes.append(f"the {scale} scale needs at least two nodes")
+            return
         pairs, leftover = self._pairs(self.nodes)
         outs = self._round([Probe(f"{scale}-{tag}{a}-{b}", (a, b), scale, rail) for a, b in pairs])
         self.report.first_pass_rounds += 1
@@ -205,6 +208,9 @@ class Isolator:
             history.setdefault(a, []).append(("pass 1", True, _fmt(o, refs[o.probe.key]), b))
             history.setdefault(b, []).append(("pass 1", True, _fmt(o, refs[o.probe.key]), a))
         suspects = list(dict.fromkeys([n for o in slow for n in o.probe.nodes] + leftover))
+        if suspects and not good:
+            self.report.notes.append(f"no fast pair to take partners from: {', '.join(suspects)} not attributed")
+            return
         # Each suspect is re-tested with a good partner in the attribution round and again, with
         # another one, in each confirmation round: 1 + confirm rounds while partners suffice.
         for attempt in range(1 + self.confirm):

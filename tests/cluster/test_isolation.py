@@ -133,3 +133,9 @@ def test_dry_run_prints_the_first_round(tmp_path, launcher, extra, head):
     tail = argv[argv.index("all_reduce_perf"):]
     assert tail[:3] == ["all_reduce_perf", "-b", "1048576"] and "-T" in tail and "-c" in tail
     assert standin_calls(tmp_path) == []
+
+
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_tiny_clusters_end_with_a_note(n):
+    r = _run({"node02": {"net": 0.5}}, n=n, scales=("pair",))
+    assert r.findings == [] and r.notes and r.rounds <= 1
