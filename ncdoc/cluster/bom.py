@@ -34,7 +34,7 @@ def _reference(table) -> dict:
 def result_entry(path: str) -> dict:
     """A benchmark result for the record: a `cluster test` JSON, or an nccl-tests output file."""
     from ncdoc.startup.json_load import loads
-    from ncdoc.errors import read_text
+    from ncdoc.readers.textfile import read_user_text as read_text
     text = read_text(path, "a benchmark result")
     if text.lstrip().startswith("{"):
         try:
@@ -76,7 +76,7 @@ def record(facts, *, results=(), created: str | None = None) -> dict:
 
 
 def load(path: str) -> dict:
-    from ncdoc.errors import read_text
+    from ncdoc.readers.textfile import read_user_text as read_text
     from ncdoc.startup.json_load import loads
     try:
         data = loads(read_text(path, "a bill of materials"))

@@ -92,7 +92,7 @@ class FabricSpec:
 
     @classmethod
     def load(cls, path: str) -> "FabricSpec":
-        from ncdoc.errors import read_text
+        from ncdoc.readers.textfile import read_user_text as read_text
         text = read_text(path, "a fabric spec")
         try:
             data = json.loads(text) if path.endswith(".json") else _yaml(text)

@@ -134,7 +134,7 @@ def from_cluster_data(data: dict, path: str) -> ClusterFacts:
 
 
 def _read_json(path: str):
-    from ncdoc.errors import read_text
+    from ncdoc.readers.textfile import read_user_text as read_text
     from ncdoc.startup.json_load import loads
     text = read_text(path, "a snapshot or cluster file")
     try:

@@ -146,7 +146,7 @@ def unique(names, *, what: str = "node list") -> list[str]:
 
 def read_hostfile(path: str) -> list[tuple[str, int | None]]:
     """(host, slots) per line of an Open MPI (`host slots=8`) or MPICH/Intel (`host:8`) hostfile."""
-    from ncdoc.errors import read_text
+    from ncdoc.readers.textfile import read_user_text as read_text
     out: list[tuple[str, int | None]] = []
     for lineno, raw in enumerate(read_text(path, "a hostfile").splitlines(), 1):
         line = raw.split("#", 1)[0].strip()

@@ -303,8 +303,8 @@ def _test(args) -> int:
         raise UsageError(f"--scales {args.scales!r}: use {', '.join(SCALES)}")
     if not 0 < args.threshold < 1:
         raise UsageError("--threshold must be between 0 and 1")
-    from ncdoc.envfiles.layers import parse_assignments
-    env = parse_assignments(args.env)
+    from ncdoc.envfiles.layers import parse_env_args
+    env = {v.name: v.value for v in parse_env_args(args.env)}
     facts = None
     if args.snapshots:
         from ncdoc.cluster.facts import load_inputs
