@@ -28,7 +28,7 @@ def run(groups: int, n_trials: int, sleep_s: float) -> tuple[float, int]:
     ex = RayExecutor(backend, groups=groups)          # starts (and later stops) its own local Ray
     try:
         assert ex.slots == groups
-        todo = [Job(f"t{i}", (Step("trial", env_tuple(env), 0),), WORKLOAD, 120.0, process_env=env_tuple(env))
+        todo = [Job(f"t{i}", (Step("trial", env_tuple(env), 0),), WORKLOAD, 120.0)
                 for i, env in enumerate({"NCCL_IB_QPS_PER_CONNECTION": str(1 + i % 8)} for i in range(n_trials))]
         ok = 0
         t0 = time.monotonic()

@@ -50,7 +50,7 @@ class ToyBackend(Backend):
     def describe(self):
         return {"backend": self.name}
 
-    def measure(self, env, workload, repeat_index, *, timeout_s=None, context=None):
+    def measure(self, env, workload, repeat_index, *, timeout_s=None, context=None, table=()):
         self.calls += 1
         if self.delay_s:
             time.sleep(self.delay_s)
@@ -66,24 +66,47 @@ class ToyBackend(Backend):
 
 
 class EnvEchoBackend(Backend):
-    """Reports what the worker process itself sees: its pid and NCCL_TOY_BW from os.environ."""
+    """Reports its worker's pid (as algo), NCCL_TOY_BW from the worker's os.environ (as busbw) and
+    NCCL_TOY_BW from the env measure() was given (as proto)."""
 
     name = "env-echo"
-    needs_fresh_process = True
 
-    def __init__(self, delay_s=0.0):
+    def __init__(self, delay_s=0.0, fresh=True):
         self.delay_s = delay_s
+        self.needs_fresh_process = fresh
 
     def hardware(self):
         return Hardware(fabric="ib", nodes=1, gpus_per_node=8)
 
-    def measure(self, env, workload, repeat_index, *, timeout_s=None, context=None):
+    def measure(self, env, workload, repeat_index, *, timeout_s=None, context=None, table=()):
         import os
-        t0 = time.time()
         if self.delay_s:
             time.sleep(self.delay_s)
         bw = float(os.environ.get("NCCL_TOY_BW", "1"))
-        rows = tuple((c, tuple(SizeResult(size=s, busbw=bw, algo=str(os.getpid()), proto=f"{t0:.3f}",
-                                          nchannels=int((time.time() - t0) * 1000) + 1) for s in sizes))
-                     for c, sizes in workload)
+        rows = tuple((c, tuple(SizeResult(size=s, busbw=bw, algo=str(os.getpid()), proto=env.get("NCCL_TOY_BW", ""),
+                                          nchannels=1) for s in sizes)) for c, sizes in workload)
         return Measurement(rows)
+
+
+class BarrierBackend(Backend):
+    """Each measurement waits until `parties` measurements have arrived (files in `folder`): they
+    finish only when that many run at the same time."""
+
+    name = "barrier"
+
+    def __init__(self, folder, parties=2, patience_s=50.0):
+        self.folder, self.parties, self.patience_s = folder, parties, patience_s
+
+    def hardware(self):
+        return Hardware(fabric="ib", nodes=1, gpus_per_node=8)
+
+    def measure(self, env, workload, repeat_index, *, timeout_s=None, context=None, table=()):
+        import os
+        import uuid
+        open(os.path.join(self.folder, uuid.uuid4().hex), "w").close()
+        end = time.monotonic() + self.patience_s
+        while len(os.listdir(self.folder)) < self.parties:
+            if time.monotonic() > end:
+                raise TrialFailed("the other measurement never arrived", kind="call")
+            time.sleep(0.05)
+        return Measurement(tuple((c, tuple(SizeResult(size=s, busbw=1.0) for s in sizes)) for c, sizes in workload))

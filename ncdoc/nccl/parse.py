@@ -324,16 +324,18 @@ class AlgoProto:
     """What a NCCL_ALGO / NCCL_PROTO value does: enabled items per function, and problems.
 
     errors: NCCL rejects the value at init (2.24+); ignored: tokens NCCL skips silently (<2.24);
-    empty_funcs: functions left with nothing enabled (collectives then fail).
+    empty_funcs: functions left with nothing enabled (collectives then fail); warn: for each
+    error, the line NCCL itself WARNs (src/graph/tuning.cc parseList), for the simulator.
     """
 
-    __slots__ = ("enabled", "errors", "ignored", "empty_funcs")
+    __slots__ = ("enabled", "errors", "ignored", "empty_funcs", "warn")
 
     def __init__(self):
         self.enabled: dict[str, set[str]] = {}
         self.errors: list[str] = []
         self.ignored: list[str] = []
         self.empty_funcs: list[str] = []
+        self.warn: list[str] = []
 
 
 def parse_algo_proto(value: str, kind: str, *, version: str | None = None) -> AlgoProto:
@@ -356,6 +358,7 @@ def parse_algo_proto(value: str, kind: str, *, version: str | None = None) -> Al
             if name is None:
                 if modern:
                     out.errors.append(f"unknown {'algorithm' if kind == 'algo' else 'protocol'} {tok!r}")
+                    out.warn.append(f'Unrecognized element token "{tok}" when parsing "{value}"')
                 else:
                     out.ignored.append(tok)
                 continue
@@ -374,12 +377,14 @@ def parse_algo_proto(value: str, kind: str, *, version: str | None = None) -> Al
                 f = next((x for x in FUNCS if x.lower() == func.lower()), None)
                 if f is None:
                     out.errors.append(f"unknown function prefix {func!r}")
+                    out.warn.append(f'Unrecognized prefix token "{func}" when parsing "{value}"')
                     continue
                 apply((f,), rest)
             elif n == 0:
                 apply(FUNCS, entry)
             else:
                 out.errors.append(f"entry {entry!r} has no function prefix (only the first entry may omit it)")
+                out.warn.append(f'All entries except the first must have a prefix: "{value}"')
     if not out.errors:
         out.empty_funcs = [f for f in FUNCS if not out.enabled[f]]
     return out

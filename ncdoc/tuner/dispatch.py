@@ -1,15 +1,23 @@
-"""Running measurement jobs: on Ray (the default) or in this process, behind one interface.
+"""Running measurement jobs: on Ray or in this process, behind one interface.
 
-A job is a list of measurement steps (an environment and a repeat index each) run in order
-on one node group. A trial is one job (its env repeated); an interleaved confirmation
-(A B A B ...) is one job too, so both halves see the same nodes and conditions.
+A job is a list of measurement steps (an environment, a repeat index, optionally a tuner
+table) run in order on one node group. A trial's repeat is one job; an interleaved
+comparison (A B A B ...) is one job too, so both sides see the same nodes and conditions.
 
-On Ray each job is one task, with the trial's env in runtime_env so NCCL, which reads its
-environment once per process, starts fresh (max_calls=1: a worker never serves two jobs).
+What a job costs is what its measurements cost. A backend whose NCCL runs inside the Ray
+worker (torch: `needs_fresh_process`) gets a fresh worker per job (max_calls=1, the env in
+runtime_env), because NCCL reads its environment once per process. Every other backend
+reuses workers: the simulator computes in the worker, nccl-tests hands each step's env to the
+benchmark process it starts. The simulator does not need Ray at all: `make_executor` runs it
+in this process unless the study asks for node groups, a Ray cluster or emulated failures.
+
 Jobs run concurrently only on disjoint node groups: each reserves its group's custom
-resource ("ncdoc_nodegroup_<i>": 1). Multi-node backends get a gang: a placement group of
-one bundle per node (STRICT_SPREAD) per node group. A job past its timeout is killed
-(ray.cancel(force=True)); a lost worker or node costs only that job.
+resource ("ncdoc_nodegroup_<i>": 1). Multi-node backends get a gang: a placement group of one
+bundle per node (STRICT_SPREAD) per node group. A job's time limit runs from the moment its
+worker reports that it started (the task's first yield), not from submission, so a hang is
+called a hang however long a busy machine takes to start a worker; a job that never starts is
+reported as such. A job past its limit is killed (ray.cancel(force=True)); a lost worker or
+node costs only that job.
 
 Resource names must not contain "_group_": Ray reads "<name>_group_<id>" as a placement
 group's internal resource, and a task asking for "ncdoc_group_0" is never scheduled.
@@ -22,13 +30,16 @@ import re
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 from ncdoc.errors import RunnerError, UsageError
 from ncdoc.tuner.backends import Backend, Measurement, RunContext, TrialFailed
 
 GROUP_PREFIX = "ncdoc_nodegroup_"
 _GROUP_RE = re.compile(re.escape(GROUP_PREFIX) + r"(\d+)\Z")
+# How long a submitted job may wait for a worker before it is reported as never started: long
+# enough for a fresh worker on a loaded machine or a node joining, short of forever.
+START_LIMIT_S = 180.0
 
 
 @dataclass(frozen=True)
@@ -36,6 +47,7 @@ class Step:
     label: str                                   # "trial", "A", "B", ...
     env: tuple[tuple[str, str], ...]             # the complete NCCL environment of this step
     repeat_index: int
+    table: tuple = ()                            # tuner-table rules (ncdoc.tuner.table.Rule) to load
 
 
 @dataclass(frozen=True)
@@ -44,7 +56,6 @@ class Job:
     steps: tuple[Step, ...]
     workload: tuple[tuple[str, tuple[int, ...]], ...]
     timeout_s: float                             # per step; the job may take this times its steps
-    process_env: tuple[tuple[str, str], ...] | None = None   # set in the worker process itself
     keep_going: bool = False                     # a failed step is noted and the next one runs
 
 
@@ -54,7 +65,7 @@ class JobResult:
     ok: bool
     measurements: tuple[tuple[str, Measurement], ...] = ()
     reason: str = ""
-    kind: str = ""                               # failed jobs: init|call|crash|hang|timeout|lost|error
+    kind: str = ""                               # failed jobs: init|call|crash|hang|timeout|lost|error|start
     elapsed_s: float = 0.0
     group: str = ""
     step_failures: tuple[tuple[str, str], ...] = ()   # keep_going jobs: (label, reason) per failed step
@@ -65,13 +76,13 @@ def env_tuple(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 
 
 def run_job(backend: Backend, job: Job, context: RunContext) -> JobResult:
-    """Run every step of `job` in order; the first failing step fails the job."""
+    """Run every step of `job` in order; the first failing step fails the job (unless keep_going)."""
     t0 = time.monotonic()
     out, failures = [], []
     for step in job.steps:
         try:
             m = backend.measure(dict(step.env), job.workload, step.repeat_index,
-                                timeout_s=job.timeout_s, context=context)
+                                timeout_s=job.timeout_s, context=context, table=step.table)
         except TrialFailed as exc:
             reason, kind = exc.reason, exc.kind
         except Exception as exc:   # a backend bug must cost one trial, not the study
@@ -113,7 +124,8 @@ class Executor:
 
 
 class InProcessExecutor(Executor):
-    """Runs jobs here, one at a time, without timeouts: benchmarks and quick tests only."""
+    """Runs jobs here, one at a time, without timeouts: for backends that cannot hang (the simulator
+    reporting its failures), benchmarks and quick tests."""
 
     def __init__(self, backend: Backend):
         self.backend = backend
@@ -128,8 +140,10 @@ class InProcessExecutor(Executor):
     def wait(self, timeout: float | None = None) -> list[JobResult]:
         if not self._queue:
             return []
-        job = self._queue.popleft()
-        return [run_job(self.backend, job, RunContext(group="in-process"))]
+        job = self._queue[0]                     # stays in flight while it runs: Ctrl-C reports it
+        res = run_job(self.backend, job, RunContext(group="in-process"))
+        self._queue.popleft()
+        return [res]
 
     def cancel_all(self) -> list[str]:
         keys = self.in_flight()
@@ -137,26 +151,49 @@ class InProcessExecutor(Executor):
         return keys
 
 
-def _ray_job(backend: Backend, job: Job, context: RunContext) -> JobResult:
-    """The body of a Ray task: apply the process env (set and unset), then run the job."""
-    if job.process_env is not None:
-        wanted = dict(job.process_env)
-        for name in [n for n in os.environ if n.startswith("NCCL_") and n not in wanted]:
-            del os.environ[name]                 # inherited from the driver, unset for this trial
-        os.environ.update(wanted)
-    return run_job(backend, job, context)
+def uniform_env(job: Job) -> dict[str, str] | None:
+    """The one environment every step of `job` runs with, or None when the steps differ."""
+    envs = {step.env for step in job.steps}
+    return dict(envs.pop()) if len(envs) == 1 else None
 
 
-def _limit(job: Job) -> float:
-    """How long a job may take on Ray: its steps' timeouts, plus time to start a worker process.
-    Backends that time out their own runs (nccl-tests) thus report first, with the better reason."""
+def apply_process_env(wanted: Mapping[str, str]) -> None:
+    """Make this process's NCCL_* environment exactly `wanted` (inherited ones are unset)."""
+    for name in [n for n in os.environ if n.startswith("NCCL_") and n not in wanted]:
+        del os.environ[name]
+    os.environ.update(wanted)
+
+
+def _ray_job(backend: Backend, job: Job, context: RunContext, fresh: bool) -> Iterator[Any]:
+    """The body of a Ray task, a generator: it first reports that it started (the dispatcher's
+    clock for the job's time limit starts then), then yields the result."""
+    yield "started"
+    if fresh:
+        env = uniform_env(job)
+        if env is not None:
+            apply_process_env(env)
+    yield run_job(backend, job, context)
+
+
+def limit_s(job: Job) -> float:
+    """How long a started job may run: its steps' timeouts and a margin. Backends that time out
+    their own runs (nccl-tests kills a hung benchmark at timeout_s) report first, with the better
+    reason; the dispatcher's kill is for backends that hang with their worker."""
     total = job.timeout_s * len(job.steps)
-    return round(total + 2.0 + 0.1 * total, 1)
+    return round(total * 1.1 + 1.0, 1)
 
 
 def _hostname() -> str:
     import socket
     return socket.gethostname()
+
+
+@dataclass
+class _Running:
+    job: Job
+    group: str
+    submitted: float
+    started: float | None = None
 
 
 class RayExecutor(Executor):
@@ -184,13 +221,12 @@ class RayExecutor(Executor):
         self.slots = len(names)
         gang = backend.gang_size
         self.use_pg = placement_groups if placement_groups is not None else gang > 1
-        # Trials carry their env: a fresh worker process each (max_calls=1). Jobs without one
-        # (interleaved A/B runs, whose backends start a process per step) may reuse workers.
-        self._remote = ray.remote(max_retries=0, max_calls=1)(_ray_job)
-        self._remote_reuse = ray.remote(max_retries=0)(_ray_job)
+        self.fresh = bool(backend.needs_fresh_process)
+        task = ray.remote(max_retries=0, max_calls=1) if self.fresh else ray.remote(max_retries=0)
+        self._remote = task(_ray_job)
         self._backend_ref = ray.put(backend)
         self._free = list(names)
-        self._running: dict[Any, tuple[Job, str, float]] = {}
+        self._running: dict[Any, _Running] = {}
         self._pgs: dict[str, Any] = {}
         self._hosts: dict[str, tuple[str, ...]] = {}
         if self.use_pg:
@@ -241,8 +277,9 @@ class RayExecutor(Executor):
             raise RuntimeError("no free node group: wait() for a result first")
         group = self._free.pop(0)
         opts: dict[str, Any] = {"num_cpus": 0 if group else 1}
-        if job.process_env is not None:
-            opts["runtime_env"] = {"env_vars": dict(job.process_env)}
+        env = uniform_env(job) if self.fresh else None
+        if env is not None:
+            opts["runtime_env"] = {"env_vars": env}
         if group in self._pgs:
             from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
             opts["resources"] = {group: 0.001} if group else {}
@@ -254,28 +291,51 @@ class RayExecutor(Executor):
             opts["resources"] = {group: 1}
         ctx = RunContext(group=group or "default", hosts=self._hosts.get(group, ()),
                          placement_group=self._pgs.get(group))
-        fresh = job.process_env is not None or self.backend.needs_fresh_process
-        ref = (self._remote if fresh else self._remote_reuse).options(**opts).remote(self._backend_ref, job, ctx)
-        self._running[ref] = (job, group, time.monotonic())
+        gen = self._remote.options(**opts).remote(self._backend_ref, job, ctx, self.fresh)
+        self._running[gen] = _Running(job, group, time.monotonic())
 
     def in_flight(self) -> list[str]:
-        return [job.key for job, _, _ in self._running.values()]
+        return [r.job.key for r in self._running.values()]
 
-    def _finish(self, ref: Any) -> JobResult:
-        job, group, t0 = self._running.pop(ref)
-        self._free.append(group)
+    def _failure(self, run: _Running, exc: BaseException) -> JobResult:
         ex = self.ray.exceptions
-        try:
-            return self.ray.get(ref)
-        except ex.TaskCancelledError:
-            return JobResult(job.key, False, reason="cancelled", kind="cancelled",
-                             elapsed_s=time.monotonic() - t0, group=group)
-        except (ex.WorkerCrashedError, ex.NodeDiedError, ex.RayTaskError, ex.RayError) as exc:
-            kind = "crash" if isinstance(exc, ex.WorkerCrashedError) else \
-                "lost" if isinstance(exc, ex.NodeDiedError) else "error"
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            return JobResult(job.key, False, reason=f"{type(exc).__name__}: {first[:300]}", kind=kind,
-                             elapsed_s=time.monotonic() - t0, group=group)
+        now = time.monotonic()
+        if isinstance(exc, ex.TaskCancelledError):
+            return JobResult(run.job.key, False, reason="cancelled", kind="cancelled",
+                             elapsed_s=now - run.submitted, group=run.group)
+        kind = "crash" if isinstance(exc, ex.WorkerCrashedError) else \
+            "lost" if isinstance(exc, ex.NodeDiedError) else "error"
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        return JobResult(run.job.key, False, reason=f"{type(exc).__name__}: {first[:300]}", kind=kind,
+                         elapsed_s=now - run.submitted, group=run.group)
+
+    def _advance(self, gen: Any) -> JobResult | None:
+        """Read what a ready generator holds: the start report (then maybe more) or the result."""
+        run = self._running[gen]
+        while True:
+            try:
+                item = self.ray.get(next(gen))
+            except StopIteration:                # cannot happen before the result; be safe
+                item = None
+            except self.ray.exceptions.RayError as exc:
+                del self._running[gen]
+                self._free.append(run.group)
+                return self._failure(run, exc)
+            if item == "started":
+                run.started = time.monotonic()
+                ready, _ = self.ray.wait([gen], timeout=0)
+                if not ready:
+                    return None
+                continue
+            del self._running[gen]
+            self._free.append(run.group)
+            if isinstance(item, JobResult):
+                return item
+            return JobResult(run.job.key, False, reason="the worker returned no result", kind="error",
+                             elapsed_s=time.monotonic() - run.submitted, group=run.group)
+
+    def _deadline(self, run: _Running) -> float:
+        return run.started + limit_s(run.job) if run.started is not None else run.submitted + START_LIMIT_S
 
     def wait(self, timeout: float | None = None) -> list[JobResult]:
         if not self._running:
@@ -283,35 +343,40 @@ class RayExecutor(Executor):
         end = None if timeout is None else time.monotonic() + timeout
         while True:
             now = time.monotonic()
-            deadlines = {ref: t0 + _limit(job) for ref, (job, _, t0) in self._running.items()}
-            nearest = min(deadlines.values()) - now
+            nearest = min(self._deadline(r) for r in self._running.values()) - now
             wait_s = max(0.0, nearest if end is None else min(nearest, end - now))
             ready, _ = self.ray.wait(list(self._running), num_returns=1, timeout=min(wait_s, 5.0) + 0.01)
-            results = [self._finish(ref) for ref in ready]
+            results = [res for gen in ready if (res := self._advance(gen)) is not None]
             now = time.monotonic()
-            for ref, deadline in deadlines.items():
-                if ref in self._running and now >= deadline:
-                    results.append(self._kill(ref, "timeout"))
+            for gen, run in list(self._running.items()):
+                if now >= self._deadline(run):
+                    results.append(self._kill(gen, "timeout" if run.started is not None else "start"))
             if results or (end is not None and now >= end):
                 return results
 
-    def _kill(self, ref: Any, kind: str) -> JobResult:
-        job, group, t0 = self._running.pop(ref)
+    def _kill(self, gen: Any, kind: str) -> JobResult:
+        run = self._running.pop(gen)
         try:
-            self.ray.cancel(ref, force=True)     # the only way to stop a task stuck in NCCL
+            self.ray.cancel(gen, force=True)     # the only way to stop a task stuck in NCCL
         except Exception:                        # already finished or its worker is gone
             pass
-        self._free.append(group)
-        reason = (f"no result after {_limit(job):g} s (NCCL hangs are common with bad settings); killed"
-                  if kind == "timeout" else "interrupted")
-        return JobResult(job.key, False, reason=reason, kind=kind, elapsed_s=time.monotonic() - t0,
-                         group=group)
+        self._free.append(run.group)
+        if kind == "timeout":
+            reason = (f"no result after {limit_s(run.job):g} s of running (NCCL hangs are common with bad "
+                      "settings); killed")
+        elif kind == "start":
+            reason = (f"did not start within {START_LIMIT_S:g} s (no worker or node free for node group "
+                      f"{run.group or 'default'}); cancelled")
+        else:
+            reason = "interrupted"
+        return JobResult(run.job.key, False, reason=reason, kind=kind, elapsed_s=time.monotonic() - run.submitted,
+                         group=run.group)
 
     def cancel_all(self) -> list[str]:
         keys = []
-        for ref in list(self._running):
-            keys.append(self._running[ref][0].key)
-            self._kill(ref, "interrupted")
+        for gen in list(self._running):
+            keys.append(self._running[gen].job.key)
+            self._kill(gen, "interrupted")
         return keys
 
     def close(self) -> None:
@@ -327,10 +392,17 @@ class RayExecutor(Executor):
             self._started = False
 
 
-def make_executor(backend: Backend, *, kind: str = "ray", address: str | None = None,
+EXECUTORS = ("auto", "ray", "inprocess")
+
+
+def make_executor(backend: Backend, *, kind: str = "auto", address: str | None = None,
                   groups: int | None = None, log: Callable[[str], None] | None = None) -> Executor:
+    """`auto`: in this process for a backend that measures without hanging (`in_process_ok`: the
+    simulator reporting its failures) unless node groups or a Ray cluster are asked for; else Ray."""
+    if kind not in EXECUTORS:
+        raise UsageError(f"unknown executor {kind!r} ({', '.join(EXECUTORS)})")
+    if kind == "auto":
+        kind = "inprocess" if backend.in_process_ok and not address and (groups or 1) <= 1 else "ray"
     if kind == "inprocess":
         return InProcessExecutor(backend)
-    if kind != "ray":
-        raise UsageError(f"unknown executor {kind!r} (ray, inprocess)")
     return RayExecutor(backend, address=address, groups=groups, log=log)

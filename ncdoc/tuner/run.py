@@ -20,7 +20,8 @@ from ncdoc.tuner.backends import BACKENDS, Backend
 from ncdoc.tuner.confirm import (Comparison, Verdict, VariableEffect, compare, confirm, interleaved_job, minimal_env,
                                  noise_floor)
 from ncdoc.tuner.profiles import Profile, get_profile
-from ncdoc.tuner.space import UNSET, SearchSpace, apply_params, load_space
+from ncdoc.tuner.space import UNSET, SearchSpace, apply_params
+from ncdoc.tuner.space_file import load_space
 from ncdoc.tuner.study import StudyConfig, TrialRecord, TuneStudy, check_sampler, storage_for
 
 SCHEMA_VERSION = 1
@@ -45,7 +46,7 @@ class TuneOptions:
     resume: bool = False
     ray_address: str | None = None
     groups: int | None = None                # concurrent node groups (local Ray: simulated groups)
-    executor: str = "ray"                    # ray | inprocess
+    executor: str = "auto"                   # auto | ray | inprocess (auto: the simulator in process)
     timeout_s: float | None = None           # per measurement
     out: str = "ncdoc-tune"
     seed: int = 0
@@ -91,10 +92,6 @@ class TuneResult:
     tuner_notes: tuple[str, ...] = ()
     files: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
-
-    @property
-    def gain_pct(self) -> float | None:
-        return None if self.final is None else self.final.pct(self.final.gain)
 
     def to_json(self) -> dict[str, Any]:
         fin = self.final
@@ -235,7 +232,7 @@ def run_tune(options: TuneOptions, *, progress: Any = None, backend: Backend | N
     timeout = opts.timeout_s or (60.0 if backend.name == "sim" else 600.0)
     storage = storage_for(opts.storage, out_dir)
     display = opts.storage or str(out_dir / "study.db")
-    groups = opts.groups or (2 if backend.name == "sim" and not opts.ray_address else None)
+    groups = opts.groups
     cfg = StudyConfig(opts.study_name, display, opts.sampler, opts.seed, opts.trials, opts.repeats, timeout, opts.resume)
     base_env = backend.baseline_env()
     log(f"{backend.name} backend: {', '.join(f'{k}={v}' for k, v in backend.describe().items() if k != 'backend')}")

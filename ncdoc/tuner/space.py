@@ -1,8 +1,9 @@
 """Search spaces: which NCCL variables a study may set, to which values, under which conditions.
 
-A space file (tuners/spaces/<fabric>.yaml, or the user's own with --space) is validated
-strictly, then narrowed to the hardware and NCCL version at hand (`for_hardware`): values
-the hardware cannot run, values the release does not know, and variables that do not touch
+A space file (tuners/spaces/<fabric>.yaml, or the user's own with --space) is read and
+validated strictly by space_file.load_space (which imports this module, never the reverse),
+then narrowed to the hardware and NCCL version at hand (`for_hardware`): values the hardware
+cannot run, values the release does not know, and variables that do not touch
 the measured collectives drop out before the study starts, so the sampler never spends a
 trial on them. Every variable keeps "unset" (NCCL's default) as a choice.
 """
@@ -247,9 +248,3 @@ def apply_params(base: Mapping[str, str], params: Mapping[str, str]) -> dict[str
         else:
             env[name] = value
     return env
-
-
-def load_space(path_or_fabric: str) -> SearchSpace:
-    """A space from a file path, or the shipped space of a fabric ("ib", "roce", "socket")."""
-    from ncdoc.tuner.space_file import load_space_file
-    return load_space_file(path_or_fabric)

@@ -29,7 +29,7 @@ def default_space_path(fabric: str):
     return data_dir("tuners") / "spaces" / f"{fabric}.yaml"
 
 
-def load_space_file(path_or_fabric: str) -> SearchSpace:
+def load_space(path_or_fabric: str) -> SearchSpace:
     """A space from a file path, or the shipped space of a fabric ("ib", "roce", "socket")."""
     path = default_space_path(path_or_fabric) if path_or_fabric in FABRICS else path_or_fabric
     return parse_space(datafile.load(path), str(path))

@@ -123,6 +123,7 @@ class TuneStudy:
         self.study: Any = None
         self.baseline: dict[str, Any] = {}
         self.requeued: list[int] = []
+        self._mine: dict[int, Any] = {}          # trials asked by this driver: Ctrl-C must close them
 
     # ---------------------------------------------------------------- opening
     def identity(self) -> dict[str, Any]:
@@ -200,7 +201,7 @@ class TuneStudy:
             return self.baseline
         env = env_tuple(self.base_env)
         job = Job("baseline", tuple(Step("baseline", env, r) for r in range(self.cfg.repeats)), self.workload,
-                  self.cfg.timeout_s, process_env=env)
+                  self.cfg.timeout_s)
         res = self.run_jobs([job])["baseline"]
         if not res.ok:
             raise RunnerError("the baseline (the current environment) could not be measured", cause=res.reason)
@@ -259,6 +260,7 @@ class TuneStudy:
                         break
                     asks += 1
                     trial = self.study.ask()
+                    self._mine[trial.number] = trial
                     params = self.space.suggest(trial)
                     bad = self.space.violations(params)
                     if bad:
@@ -286,7 +288,7 @@ class TuneStudy:
                     repeats_in_a_row = 0
                     env = env_tuple(apply_params(self.base_env, params))
                     job = Job(f"trial-{trial.number}", tuple(Step("trial", env, r) for r in range(self.cfg.repeats)),
-                              self.workload, self.cfg.timeout_s, process_env=env)
+                              self.workload, self.cfg.timeout_s)
                     self.executor.submit(job)
                     pending[job.key] = (trial, key)
                 if not pending:
@@ -297,11 +299,20 @@ class TuneStudy:
                     known.setdefault(key, self.study._storage.get_trial(trial._trial_id))
                     self._report(started)
         except BaseException:
-            for key in self.executor.cancel_all():
-                if key in pending:
-                    trial, _ = pending.pop(key)
-                    self._interrupt(trial)
+            self.executor.cancel_all()
+            self._interrupt_open_trials()
             raise
+
+    def _interrupt_open_trials(self) -> None:
+        """Every trial this driver asked for and did not finish (running, or stopped inside the
+        storage commit of its result) is stored as interrupted and queued for --resume."""
+        from optuna.trial import TrialState
+
+        storage = self.study._storage
+        for number, trial in list(self._mine.items()):
+            if storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
+                self._interrupt(trial)
+            del self._mine[number]
 
     def _unmeasured(self, rng: random.Random, seen: set[str], tries: int = 200) -> dict[str, str] | None:
         """A random point of the space that is valid and not measured yet, or None."""

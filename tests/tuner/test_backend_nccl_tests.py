@@ -2,7 +2,6 @@
 exact output, and hang, crash or fail like NCCL does with bad settings."""
 
 import shutil
-import time
 from pathlib import Path
 
 import pytest
@@ -44,10 +43,9 @@ def test_bad_nccl_setting_fails_with_ncclss_warning():
 
 def test_hang_is_killed_at_the_timeout(monkeypatch, tmp_path):
     monkeypatch.setenv("NCDOC_STANDIN_MODE", "hang")
-    t0 = time.monotonic()
     with pytest.raises(TrialFailed, match="no result within 1.5 s") as err:
         _backend().measure({}, WL, 0, timeout_s=1.5)
-    assert err.value.kind == "hang" and time.monotonic() - t0 < 10
+    assert err.value.kind == "hang"
 
 
 def test_crash_is_reported_with_its_signal(monkeypatch):

@@ -1,31 +1,34 @@
-"""Trials on Ray: a fresh process per trial with its env, concurrency only across node groups, hung
-trials killed at their timeout, crashed workers recorded as failed, and the study going on."""
+"""Jobs on Ray: a fresh process per job only for backends whose NCCL lives in the worker, reused workers
+otherwise, concurrency only across node groups, time limits counted from when a job started, hung
+trials killed, crashed workers recorded as failed, and the study going on."""
 
 import os
 
 import pytest
 
+from ncdoc.tuner import dispatch
+from ncdoc.tuner.backends import RunContext
 from ncdoc.tuner.backends.sim import SimBackend, sim_cluster
-from ncdoc.tuner.dispatch import Job, RayExecutor, Step, _ray_job, env_tuple
+from ncdoc.tuner.dispatch import InProcessExecutor, Job, RayExecutor, Step, apply_process_env, env_tuple, make_executor
 from ncdoc.tuner.profiles import get_profile
-from ncdoc.tuner.space import load_space
+from ncdoc.tuner.space_file import load_space
 from ncdoc.tuner.study import StudyConfig, TuneStudy, storage_for
 import tuner_toy
-from tuner_toy import EnvEchoBackend
+from tuner_toy import BarrierBackend, EnvEchoBackend, ToyBackend
 
-pytestmark = pytest.mark.ray
+WORKLOAD = (("all_reduce", (1 << 20,)),)
 
 
-@pytest.fixture(autouse=True)
-def _toy_by_value(ray_runtime):
+@pytest.fixture
+def toy_by_value(ray_runtime):
     # Ray workers do not have tests/ on their path: ship the test backends by value.
     ray_runtime.cloudpickle.register_pickle_by_value(tuner_toy)
-WORKLOAD = (("all_reduce", (1 << 20,)),)
+    return ray_runtime
 
 
 def _job(key, env, timeout=30.0, steps=1):
     env = env_tuple(env)
-    return Job(key, tuple(Step("trial", env, r) for r in range(steps)), WORKLOAD, timeout, process_env=env)
+    return Job(key, tuple(Step("trial", env, r) for r in range(steps)), WORKLOAD, timeout)
 
 
 def _drain(ex):
@@ -36,8 +39,13 @@ def _drain(ex):
     return out
 
 
-def test_each_trial_runs_in_a_fresh_process_with_its_env_and_groups_run_concurrently(ray_runtime):
-    ex = RayExecutor(EnvEchoBackend(delay_s=1.0), groups=2)
+def _row(res):
+    return res.measurements[0][1].results("all_reduce")[0]
+
+
+@pytest.mark.ray
+def test_fresh_process_backends_get_one_worker_per_job_with_its_env(toy_by_value):
+    ex = RayExecutor(EnvEchoBackend(), groups=2)
     assert ex.slots == 2
     ex.submit(_job("a", {"NCCL_TOY_BW": "11"}))
     ex.submit(_job("b", {"NCCL_TOY_BW": "22"}))
@@ -47,21 +55,89 @@ def test_each_trial_runs_in_a_fresh_process_with_its_env_and_groups_run_concurre
     ex.submit(_job("c", {"NCCL_TOY_BW": "11"}))
     res.update(_drain(ex))
     ex.close()
-    row = {k: r.measurements[0][1].results("all_reduce")[0] for k, r in res.items()}
-    assert (row["a"].busbw, row["b"].busbw, row["c"].busbw) == (11.0, 22.0, 11.0)
-    assert len({row[k].algo for k in "abc"}) == 3                       # three worker processes
+    assert [_row(res[k]).busbw for k in "abc"] == [11.0, 22.0, 11.0]    # NCCL saw its env in the process
+    assert len({_row(res[k]).algo for k in "abc"}) == 3                   # three worker processes
     assert {res["a"].group, res["b"].group} == {"ncdoc_nodegroup_0", "ncdoc_nodegroup_1"}
-    start = {k: float(row[k].proto) for k in "ab"}
-    assert abs(start["a"] - start["b"]) < 0.9                            # a and b overlapped in time
 
 
-def test_process_env_unsets_inherited_nccl_variables(monkeypatch):  # no Ray needed
+@pytest.mark.ray
+def test_other_backends_reuse_workers_and_get_the_env_as_an_argument(toy_by_value):
+    be = EnvEchoBackend(fresh=False)
+    ex = RayExecutor(be, groups=1)
+    res = {}
+    for i in range(6):
+        ex.submit(_job(f"j{i}", {"NCCL_TOY_BW": "11"}))
+        res.update(_drain(ex))
+    ex.close()
+    rows = [_row(res[f"j{i}"]) for i in range(6)]
+    assert all(r.busbw == 1.0 for r in rows)                # the worker's own environment is left alone
+    assert all(r.proto == "11" for r in rows)               # the step's env reached measure() itself
+    assert len({r.algo for r in rows}) < 6                  # not a process per job
+
+
+@pytest.mark.ray
+def test_groups_run_concurrently(toy_by_value, tmp_path):
+    # Each job waits for the other to arrive: they finish only if they run at the same time.
+    ex = RayExecutor(BarrierBackend(str(tmp_path), parties=2), groups=2)
+    ex.submit(_job("a", {}, timeout=60.0))
+    ex.submit(_job("b", {}, timeout=60.0))
+    res = _drain(ex)
+    ex.close()
+    assert res["a"].ok and res["b"].ok, (res["a"].reason, res["b"].reason)
+
+
+@pytest.mark.ray
+def test_the_time_limit_counts_from_the_start_not_from_submission(toy_by_value):
+    ray = toy_by_value
+    group = "ncdoc_nodegroup_0"
+    blocker = ray.remote(lambda: __import__("time").sleep(4.0)).options(resources={group: 1}, num_cpus=0).remote()
+    ex = RayExecutor(ToyBackend(delay_s=0.2), groups=1)
+    # The job cannot start before the blocker frees the group (4 s), longer than its own limit:
+    ex.submit(_job("late", {}, timeout=0.5))
+    assert dispatch.limit_s(_job("late", {}, timeout=0.5)) < 4.0
+    res = _drain(ex)["late"]
+    ex.close()
+    ray.get(blocker)
+    assert res.ok, res.reason
+
+
+@pytest.mark.ray
+def test_a_job_that_never_starts_is_reported_as_such(toy_by_value, monkeypatch):
+    monkeypatch.setattr(dispatch, "START_LIMIT_S", 2.0)
+    ex = RayExecutor(ToyBackend(), groups=1)
+    ex._free = ["ncdoc_nodegroup_99"]                       # a node group no Ray node offers
+    ex.submit(_job("never", {}))
+    res = _drain(ex)["never"]
+    ex.close()
+    assert not res.ok and res.kind == "start" and "did not start within 2 s" in res.reason
+
+
+def test_apply_process_env_unsets_inherited_nccl_variables(monkeypatch):  # no Ray needed
     monkeypatch.setenv("NCCL_ALGO", "Ring")
     monkeypatch.setenv("NCCL_TOY_BW", "5")
-    res = _ray_job(EnvEchoBackend(), _job("x", {"NCCL_TOY_BW": "7"}), __import__("ncdoc.tuner.backends",
-                   fromlist=["RunContext"]).RunContext())
-    assert res.ok and res.measurements[0][1].results("all_reduce")[0].busbw == 7.0
-    assert "NCCL_ALGO" not in os.environ
+    apply_process_env({"NCCL_TOY_BW": "7"})
+    assert os.environ["NCCL_TOY_BW"] == "7" and "NCCL_ALGO" not in os.environ
+
+
+def test_the_simulator_runs_in_process_unless_it_must_live_through_failures():
+    cluster = sim_cluster(preset="h100-ib-2node")
+    assert isinstance(make_executor(SimBackend(cluster)), InProcessExecutor)
+    assert not SimBackend(cluster, emulate_failures=True).in_process_ok
+    assert not EnvEchoBackend().in_process_ok and EnvEchoBackend().needs_fresh_process
+
+
+def test_in_process_jobs_stay_in_flight_while_they_run():
+    # Ctrl-C inside a measurement must find the job it interrupted.
+    class Interrupting(ToyBackend):
+        def measure(self, *a, **kw):
+            raise KeyboardInterrupt
+
+    ex = InProcessExecutor(Interrupting())
+    ex.submit(_job("x", {}))
+    with pytest.raises(KeyboardInterrupt):
+        ex.wait()
+    assert ex.cancel_all() == ["x"]
+    assert dispatch.run_job(ToyBackend(), _job("y", {}), RunContext()).ok
 
 
 BAD_SPACE = """\
@@ -73,6 +149,7 @@ variables:
 """
 
 
+@pytest.mark.ray
 def test_hung_and_crashed_trials_fail_with_reasons_and_the_study_goes_on(ray_runtime, tmp_path):
     # The simulator says NCCL hangs with a 0-byte buffer and crashes with 200 QPs; emulated, the
     # worker really hangs (killed at the timeout) or really dies.
@@ -81,7 +158,7 @@ def test_hung_and_crashed_trials_fail_with_reasons_and_the_study_goes_on(ray_run
     profile = get_profile("dp-allreduce", ["all_reduce"])
     space = load_space(str(tmp_path / "bad.yaml")).for_hardware(backend.hardware(), profile.collectives)
     store = storage_for(None, tmp_path)
-    cfg = StudyConfig("bad", str(store), "grid", 0, 4, 1, 6.0, False)
+    cfg = StudyConfig("bad", str(store), "grid", 0, 4, 1, 3.0, False)
     with RayExecutor(backend, groups=2) as ex:
         st = TuneStudy(cfg, space, profile, ex, storage=store, base_env={}, describe={})
         st.open()
@@ -90,7 +167,7 @@ def test_hung_and_crashed_trials_fail_with_reasons_and_the_study_goes_on(ray_run
         recs = {tuple(sorted((k, v) for k, v in r.params.items() if v != "unset")): r for r in st.records()}
     assert len(recs) == 4                                                # every point ran: the study went on
     hung = recs[(("NCCL_BUFFSIZE", "0"),)]
-    assert hung.state == "failed" and "no result after 8.6 s" in hung.reason and "killed" in hung.reason
+    assert hung.state == "failed" and "no result after 4.3 s of running" in hung.reason and "killed" in hung.reason
     for crash in ((("NCCL_IB_QPS_PER_CONNECTION", "200"),),
                   (("NCCL_BUFFSIZE", "0"), ("NCCL_IB_QPS_PER_CONNECTION", "200"))):
         assert recs[crash].state == "failed" and "WorkerCrashedError" in recs[crash].reason
@@ -99,12 +176,13 @@ def test_hung_and_crashed_trials_fail_with_reasons_and_the_study_goes_on(ray_run
     assert trial.user_attrs["ncdoc.fail_kind"] == "timeout"
 
 
-def test_gang_placement_group_path(ray_runtime):
+@pytest.mark.ray
+def test_gang_placement_group_path(toy_by_value):
     ex = RayExecutor(EnvEchoBackend(), groups=1, placement_groups=True)
     try:
         ex.submit(_job("pg", {"NCCL_TOY_BW": "3"}))
         res = _drain(ex)["pg"]
-        assert res.ok and res.measurements[0][1].results("all_reduce")[0].busbw == 3.0
+        assert res.ok and _row(res).busbw == 3.0
         assert len(ex._hosts["ncdoc_nodegroup_0"]) == 1
     finally:
         ex.close()

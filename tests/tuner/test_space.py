@@ -7,7 +7,8 @@ import pytest
 from ncdoc.errors import InputError, UsageError
 from ncdoc.resources import data_dir
 from ncdoc.tuner.profiles import get_profile, load_profiles
-from ncdoc.tuner.space import FABRICS, UNSET, Hardware, apply_params, load_space
+from ncdoc.tuner.space import FABRICS, UNSET, Hardware, apply_params
+from ncdoc.tuner.space_file import load_space
 
 H100_2N = dict(nodes=2, gpus_per_node=8, nics_per_node=8, nvswitch=True, nvls=True, sm=90, nccl_version="2.30.7")
 

@@ -8,7 +8,8 @@ from ncdoc.tuner.confirm import confirm, minimal_env
 from ncdoc.tuner.dispatch import InProcessExecutor
 from ncdoc.tuner.profiles import get_profile
 from ncdoc.tuner.run import TuneOptions, run_tune
-from ncdoc.tuner.space import UNSET, load_space
+from ncdoc.tuner.space import UNSET
+from ncdoc.tuner.space_file import load_space
 from ncdoc.tuner.study import StudyConfig, TuneStudy, storage_for
 from tuner_toy import SPACE, ToyBackend
 

@@ -1,8 +1,9 @@
 """Benchmark backends: what runs one measurement of a trial's environment.
 
 A backend is a small picklable object (it travels to Ray workers) with one job: given an
-environment and a workload (collectives at sizes), return busbw per size, or raise
-TrialFailed with the reason (NCCL refused the setting, crashed, timed out). `sim` answers
+environment, a workload (collectives at sizes) and optionally a tuner table, return busbw per
+size, or raise TrialFailed with the reason (NCCL refused the setting, crashed, timed out,
+returned wrong results). tests/tuner/test_backend_contract.py holds every backend to that. `sim` answers
 from the simulator, `nccl-tests` runs the nccl-tests binaries, `torch` runs a
 torch.distributed benchmark in Ray actors.
 """
@@ -74,6 +75,8 @@ class Backend:
     gang_size = 1               # nodes (Ray tasks, one per node) a trial occupies on a real cluster
     bundle_resources: dict = {}  # what each node of the gang must hold for the backend (e.g. {"GPU": 8})
     needs_fresh_process = False  # True: NCCL runs inside the worker, so each env needs its own process
+    in_process_ok = False        # True: measure() never hangs or kills its process, so no worker is needed
+    simulated = False            # True: numbers come from a model, not from hardware
     # What most backends know up front; subclasses set these in __init__ or override the methods.
     hw: "Hardware | None" = None
     base_env: dict = {}
@@ -95,8 +98,15 @@ class Backend:
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name}
 
+    def table_support(self) -> str | None:
+        """None when measure() can load a tuner table (`table=`), else why not."""
+        return "this backend cannot load a tuner plugin"
+
     def measure(self, env: Mapping[str, str], workload: Workload, repeat_index: int, *,
-                timeout_s: float | None = None, context: RunContext | None = None) -> Measurement:
+                timeout_s: float | None = None, context: RunContext | None = None,
+                table: Sequence[Any] = ()) -> Measurement:
+        """One run of `workload` with `env` (and, when given, the tuner-table rules loaded the
+        way NCCL's example tuner plugin loads nccl_tuner.conf)."""
         raise NotImplementedError
 
 

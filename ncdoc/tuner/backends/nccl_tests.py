@@ -1,10 +1,13 @@
 """The `nccl-tests` backend: each measurement runs the nccl-tests binaries (all_reduce_perf, ...).
 
-Single node: `<coll>_perf -b MIN -e MAX -f 2 -g N` with the trial's environment. Several
-nodes: one process per GPU through mpirun (`mpirun -np N -H h1:G,h2:G -x NCCL_...=...`),
+Single node: `<coll>_perf -b MIN -e MAX -f 2 -g N` with the step's environment, given to the
+benchmark process itself (the Ray worker that starts it is reused). Several nodes: one process
+per GPU through mpirun (`mpirun -np N -H h1:G,h2:G -x NCCL_...=...`),
 the hosts given with --hosts or, on a Ray cluster, the node group's gang of nodes. Output
 is parsed with ncdoc's nccl-tests parser; a run that exits non-zero, reports wrong results,
-or outlives its timeout fails the trial with the reason (its last output lines).
+or outlives its timeout fails the trial with the reason (its last output lines). A tuner table
+is loaded the way a job would load it: NCCL_TUNER_PLUGIN (--tuner-plugin) and
+NCCL_TUNER_CONFIG_FILE pointing at the rules written for the step.
 
 The child runs in its own session and with PR_SET_PDEATHSIG: when the Ray worker that
 launched it is force-killed (a hung trial), the benchmark dies with it instead of holding
@@ -101,7 +104,8 @@ class NcclTestsBackend(Backend):
 
     def __init__(self, tests_dir: str | None, *, hardware: Hardware, base_env: Mapping[str, str] | None = None,
                  gpus_per_node: int | None = None, hosts: Sequence[str] = (), mpirun: str = "mpirun",
-                 iters: int = 20, warmup: int = 5, expectation: Any = None, collectives: Sequence[str] = ()):
+                 iters: int = 20, warmup: int = 5, expectation: Any = None, collectives: Sequence[str] = (),
+                 tuner_plugin: str | None = None, table_dir: str | None = None):
         self.tests_dir = str(Path(tests_dir).resolve()) if tests_dir else None
         self.hw = hardware
         self.base_env = dict(base_env or {})
@@ -113,8 +117,25 @@ class NcclTestsBackend(Backend):
         self._expectation = expectation
         # Several nodes without explicit hosts: the dispatcher reserves one Ray node per host.
         self.gang_size = self.nodes if self.nodes > 1 and not self.hosts else 1
+        self.tuner_plugin = str(Path(tuner_plugin).resolve()) if tuner_plugin else None
+        # Tables are written here for the benchmark to load: on shared storage when hosts are remote.
+        self.table_dir = str(Path(table_dir).resolve()) if table_dir else None
         for c in collectives:
             self.binary(c)                      # fail at startup, not in every trial
+
+    def table_support(self) -> str | None:
+        from ncdoc.tuner.table import plugin_problem
+        return plugin_problem(self.tuner_plugin)
+
+    def _with_table(self, env: Mapping[str, str], table: Sequence[Any]) -> dict[str, str]:
+        """The step's env, plus what makes NCCL load `table` through the example plugin."""
+        if not table:
+            return dict(env)
+        why = self.table_support()
+        if why:
+            raise TrialFailed(f"cannot load the tuner table: {why}", kind="tool")
+        from ncdoc.tuner.table import plugin_env
+        return {**env, **plugin_env(table, str(self.tuner_plugin), self.table_dir)}
 
     def binary(self, collective: str) -> str:
         name = binary_name(collective)
@@ -180,8 +201,10 @@ class NcclTestsBackend(Backend):
         return out
 
     def measure(self, env: Mapping[str, str], workload: Workload, repeat_index: int, *,
-                timeout_s: float | None = None, context: RunContext | None = None) -> Measurement:
+                timeout_s: float | None = None, context: RunContext | None = None,
+                table: Sequence[Any] = ()) -> Measurement:
         hosts = context.hosts if context and context.hosts and not self.hosts else self.hosts
+        env = self._with_table(env, table)
         rows = []
         for collective, sizes in workload:
             text = self.run_once(collective, sizes, env, timeout_s=timeout_s, hosts=hosts)

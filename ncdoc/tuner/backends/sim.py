@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ncdoc.tuner.backends import Backend, Measurement, RunContext, SizeResult, TrialFailed, Workload
 from ncdoc.tuner.space import Hardware
 
 # SimCluster fields a user may set from the command line (--fabric, --nic-gbps, ...).
-FABRIC_FIELDS = ("fabric", "nic_rate_gbps", "nics_per_node", "gpus_per_node", "ecmp_paths", "congestion",
-                 "noise_sigma", "tcp_gbps", "oversubscription", "nccl_version", "seed")
+FABRIC_FIELDS = ("fabric", "nic_rate_gbps", "nics_per_node", "gpus_per_node", "ecmp_paths", "leaf_nodes",
+                 "switch_ar", "congestion", "noise_sigma", "tcp_gbps", "oversubscription", "nccl_version", "seed",
+                 "lossless_tc")
 
 
 def sim_cluster(*, preset: str | None = None, snapshot: Any = None, nodes: int | None = None,
@@ -42,6 +43,7 @@ def sim_cluster(*, preset: str | None = None, snapshot: Any = None, nodes: int |
 
 class SimBackend(Backend):
     name = "sim"
+    simulated = True
 
     def __init__(self, cluster: Any, *, seed: int = 0, base_env: Mapping[str, str] | None = None,
                  emulate_failures: bool = False, delay_s: float = 0.0):
@@ -50,6 +52,11 @@ class SimBackend(Backend):
         self.base_env = dict(base_env or {})
         self.emulate_failures = emulate_failures
         self.delay_s = delay_s          # stands for the benchmark's run time (dispatch benchmark)
+        # A simulated failure is reported, never lived through, unless emulated: no worker needed.
+        self.in_process_ok = not emulate_failures
+
+    def table_support(self) -> str | None:
+        return None                     # the simulator loads rules as NCCL's example plugin does
 
     def hardware(self) -> Hardware:
         c = self.cluster
@@ -77,7 +84,8 @@ class SimBackend(Backend):
                 "gpu": c.gpu_name, "nccl_version": c.nccl_version, "seed": self.seed}
 
     def measure(self, env: Mapping[str, str], workload: Workload, repeat_index: int, *,
-                timeout_s: float | None = None, context: RunContext | None = None) -> Measurement:
+                timeout_s: float | None = None, context: RunContext | None = None,
+                table: Sequence[Any] = ()) -> Measurement:
         from ncdoc.tuner.sim import SimTrialError, simulate
 
         if self.delay_s:
@@ -86,7 +94,7 @@ class SimBackend(Backend):
         try:
             for collective, sizes in workload:
                 res = simulate(self.cluster, env, collective, list(sizes), seed=self.seed,
-                               repeat_index=repeat_index)
+                               repeat_index=repeat_index, table=tuple(table))
                 rows.append((collective, tuple(
                     SizeResult(size=s, busbw=r.busbw, algbw=r.algbw, time_us=r.time_us, algo=r.algo,
                                proto=r.proto, nchannels=r.nchannels) for s, r in zip(sizes, res))))

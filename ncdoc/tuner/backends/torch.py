@@ -9,7 +9,7 @@ Needs torch with CUDA and NCCL; otherwise `available()` says why and the CLI exi
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 from ncdoc.tuner.backends import Backend, Measurement, RunContext, SizeResult, TrialFailed, Workload
 from ncdoc.tuner.space import Hardware
@@ -109,25 +109,38 @@ class TorchBackend(Backend):
     needs_fresh_process = True
 
     def __init__(self, *, hardware: Hardware, base_env: Mapping[str, str] | None = None, iters: int = 20,
-                 warmup: int = 5, expectation: Any = None):
+                 warmup: int = 5, expectation: Any = None, tuner_plugin: str | None = None,
+                 table_dir: str | None = None):
         self.hw = hardware
         self.base_env = dict(base_env or {})
         self.iters, self.warmup = iters, warmup
         self._expectation = expectation
         self.gang_size = hardware.nodes
         self.bundle_resources = {"GPU": float(hardware.gpus_per_node)}   # the ranks' actors live in the bundles
+        self.tuner_plugin, self.table_dir = tuner_plugin, table_dir
+
+    def table_support(self) -> str | None:
+        from ncdoc.tuner.table import plugin_problem
+        return plugin_problem(self.tuner_plugin)
 
     def describe(self) -> dict[str, Any]:
         return {"backend": self.name, "nodes": self.hw.nodes, "gpus_per_node": self.hw.gpus_per_node,
                 "fabric": self.hw.fabric}
 
     def measure(self, env: Mapping[str, str], workload: Workload, repeat_index: int, *,
-                timeout_s: float | None = None, context: RunContext | None = None) -> Measurement:
+                timeout_s: float | None = None, context: RunContext | None = None,
+                table: Sequence[Any] = ()) -> Measurement:
         import os
 
         import ray
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
+        if table:
+            why = self.table_support()
+            if why:
+                raise TrialFailed(f"cannot load the tuner table: {why}", kind="tool")
+            from ncdoc.tuner.table import plugin_env
+            env = {**env, **plugin_env(table, str(self.tuner_plugin), self.table_dir)}
         world = self.hw.nodes * self.hw.gpus_per_node
         unset = [k for k in os.environ if k.startswith("NCCL_") and k not in env]
         actor_cls = ray.remote(num_gpus=1, num_cpus=0, max_restarts=0)(_Worker)
