@@ -69,7 +69,7 @@ def test_oracle_reproduces_the_one_channel_quirk():
 @pytest.fixture(scope="module")
 def roce(tmp_path_factory):
     out = tmp_path_factory.mktemp("roce")
-    return run_tune(TuneOptions(backend="sim", preset="h100-roce-2node", trials=30, executor="inprocess",
+    return run_tune(TuneOptions(backend="sim", preset="h100-roce-8node", trials=30, executor="inprocess",
                                 out=str(out), seed=1)), out
 
 
@@ -100,13 +100,13 @@ def test_tuner_conf_parses_with_the_example_plugin_rules(roce):
     rules, fallbacks = parse_example_plugin_conf((out / "nccl_tuner.conf").read_text())
     assert rules and not fallbacks
     assert all(r["channels"] > 0 for r in rules)                   # never -1: that would mean ONE channel
-    assert all(r["nnodes"] == 2 and r["nranks"] == 16 for r in rules)
+    assert all(r["nnodes"] == 8 and r["nranks"] == 64 for r in rules)
     spans = sorted((r["lo"], r["hi"]) for r in rules if r["coll"] == "allreduce")
     assert spans[0][0] == 0 and spans[-1][1] == 2**64 - 1
     assert all(b[0] == a[1] + 1 for a, b in zip(spans, spans[1:]))  # contiguous, no overlap
     for b in res.profile.buckets:                                  # each bucket gets its best trial's choice
         for size in b.sizes:
-            algo, proto, ch = plugin_choice(rules, "allreduce", size, 2, 16)
+            algo, proto, ch = plugin_choice(rules, "allreduce", size, 8, 64)
             assert algo in ALGOS and proto in PROTOS and ch >= 1
 
 

@@ -8,7 +8,7 @@ them, or as nccl-tests' exact text. See docs/simulator.md.
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ncdoc.tuner.sim.cluster import PRESETS, SimCluster, cluster_from_snapshot, preset
 from ncdoc.tuner.sim.errors import SimTrialError
@@ -21,12 +21,14 @@ __all__ = ["COLLECTIVES", "PRESETS", "Choice", "ModelTables", "SimCluster", "Sim
 
 
 def simulate(cluster: SimCluster, env: Mapping[str, str], collective: str, sizes: Sequence[int], *,
-             seed: int = 0, repeat_index: int = 0) -> list[SimResult]:
+             seed: int = 0, repeat_index: int = 0, table: Sequence[Any] = ()) -> list[SimResult]:
     """Simulate `<collective>_perf` over `sizes` (bytes, as given to nccl-tests -b/-e) with `env`.
 
     collective: all_reduce, all_gather, reduce_scatter, broadcast, reduce, alltoall, sendrecv.
     Each result's size is the size nccl-tests prints for that request (rounded down to whole
     elements per rank). Deterministic for (cluster.seed, seed, repeat_index, env, collective,
     size); the noise differs across repeat_index. Raises SimTrialError where NCCL would fail.
+    `table`: tuner-table rules (ncdoc.tuner.table.Rule) loaded through NCCL's example plugin.
     """
-    return simulate_rows(cluster, env, collective, sizes, seed=seed, repeat_index=repeat_index, in_place=False)
+    return simulate_rows(cluster, env, collective, sizes, seed=seed, repeat_index=repeat_index, in_place=False,
+                         table=table)

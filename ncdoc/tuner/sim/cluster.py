@@ -49,9 +49,20 @@ class SimCluster:
     fabric: str = "ib"                    # "ib" | "roce" | "socket" (no usable RDMA device)
     tcp_gbps: float = 100.0               # speed of the interface NET/Socket would use
     socket_vendor: str = "other"          # "aws" | "gcp" | "other": NCCL's socket thread auto-detection
-    ecmp_paths: int = 0                   # spine paths flows hash onto; 0: no ECMP (IB adaptive routing)
+    ecmp_paths: int = 0                   # spine paths RoCE flows hash onto (ECMP); 0: no hashing
+    leaf_nodes: int = 0                   # nodes under one leaf (rail group); traffic between groups
+                                          # crosses the spine; 0: every node of the job under one leaf
+    ecmp_base_eff: float = 0.71           # share of the line rate left by 5-tuple hashing with one QP
+    ecmp_qp_hash: bool = True             # switches hash the QP (RoCE v2 UDP source port, E-ECMP)
+    switch_ar: bool = False               # RoCE switches do adaptive routing (flowlet/packet spraying)
+    rail_optimized: bool = True           # NIC i of every node on rail i (PXN, CROSS_NIC matter)
     oversubscription: float = 1.0         # leaf uplink oversubscription (>= 1)
-    congestion: float = 0.0               # background congestion at scale, 0..1
+    congestion: float = 0.0               # background congestion at scale, 0..1 (stress presets only)
+    nic_ceiling_gbs: float = 0.0          # per-NIC cap from a misconfigured host (PCIe, ACS, IOMMU); 0: none
+    lossless_tc: int | None = None        # RoCE: the only traffic class with PFC; None: all lossless
+    vm: bool = False                      # GPUs and NICs passed through to a virtual machine
+    relaxed_ordering: str = "visible"     # PCIe relaxed ordering: visible | hidden (VM hides it) | none
+    net_msg_overhead_us: float = 0.0      # fixed cost per network message; 0: the link's own figure
     straggler_prob: float = 0.0           # per node and run, chance of a slow node
     straggler_scale: float = 0.0          # how much slower that node is (0.2 = 20 %)
     noise_sigma: float = 0.015            # multiplicative log-normal noise on every time
@@ -73,6 +84,8 @@ class SimCluster:
             if len(paths) != self.gpus_per_node or any(p not in NIC_PATHS for p in paths):
                 raise UsageError(f"gpu_nic_paths must give one of {'/'.join(NIC_PATHS)} per GPU")
             object.__setattr__(self, "gpu_nic_paths", paths)
+        if self.relaxed_ordering not in ("visible", "hidden", "none"):
+            raise UsageError("relaxed_ordering must be one of visible, hidden, none")
         if not self.cpu_interconnect_gbs:
             object.__setattr__(self, "cpu_interconnect_gbs", _CPU_IC.get(self.cpu_vendor, 16.0))
 
@@ -108,6 +121,8 @@ class SimCluster:
         return self.tcp_gbps / 8.0
 
     def with_fabric(self, **changes: Any) -> "SimCluster":
+        if "fabric" in changes and "link_layer" not in changes:
+            changes["link_layer"] = ""            # derived again from the new fabric
         return replace(self, **changes)
 
 
@@ -118,21 +133,38 @@ def _h100(**kw: Any) -> SimCluster:
     return SimCluster(**base)
 
 
+# Healthy fabrics stay flat with scale at large sizes (tuner_anchors.md 1i: 4 nodes 385-391 GB/s,
+# NVIDIA/nccl#1222; 248 nodes ~350, NVIDIA/nccl-tests#283), so the default presets carry no
+# congestion; congested fabrics are the named "-congested" stress presets.
 _PRESETS: dict[str, SimCluster] = {
     "h100-ib-2node": _h100(name="h100-ib-2node", nodes=2),
+    # Two nodes on one rail group: no spine hop, so ECMP has nothing to collide on (oci-hpc PR#48).
     "h100-roce-2node": _h100(name="h100-roce-2node", nodes=2, fabric="roce", ecmp_paths=8),
+    # nccl#2409: a misconfigured RoCE host stuck at ~13 GB/s per rail, whatever the env (nccl#2408).
+    "h100-roce-2node-misconfigured": _h100(name="h100-roce-2node-misconfigured", nodes=2, fabric="roce",
+                                           ecmp_paths=8, nic_ceiling_gbs=13.1, nccl_version="2.29.7"),
     "h100-1node": _h100(name="h100-1node", nodes=1),
     "h100-socket-2node": _h100(name="h100-socket-2node", nodes=2, fabric="socket", tcp_gbps=200.0),
     "h100-nogdr-2node": _h100(name="h100-nogdr-2node", nodes=2, gdr=False),
-    "h100-ib-8node": _h100(name="h100-ib-8node", nodes=8, congestion=0.3, straggler_prob=0.005,
-                           straggler_scale=0.15),
-    "h100-ib-16node": _h100(name="h100-ib-16node", nodes=16, congestion=0.5, straggler_prob=0.01,
-                            straggler_scale=0.2),
-    "h100-roce-8node": _h100(name="h100-roce-8node", nodes=8, fabric="roce", ecmp_paths=8, congestion=0.3,
-                             straggler_prob=0.005, straggler_scale=0.15),
+    "h100-ib-8node": _h100(name="h100-ib-8node", nodes=8, straggler_prob=0.002, straggler_scale=0.1),
+    "h100-ib-16node": _h100(name="h100-ib-16node", nodes=16, straggler_prob=0.004, straggler_scale=0.15),
+    # Several racks: rings and all-to-all cross the spine, where RoCE hashes flows (ECMP).
+    "h100-roce-8node": _h100(name="h100-roce-8node", nodes=8, fabric="roce", ecmp_paths=8, leaf_nodes=4,
+                             straggler_prob=0.002, straggler_scale=0.1),
+    "h100-roce-8node-ar": _h100(name="h100-roce-8node-ar", nodes=8, fabric="roce", ecmp_paths=8, leaf_nodes=4,
+                                switch_ar=True, straggler_prob=0.002, straggler_scale=0.1),
+    # RoCE whose PFC covers one traffic class only (the common TC 106 = DSCP 26 setup).
+    "h100-roce-8node-lossless-tc": _h100(name="h100-roce-8node-lossless-tc", nodes=8, fabric="roce",
+                                         lossless_tc=106),
+    "h100-vm-2node": _h100(name="h100-vm-2node", nodes=2, vm=True, relaxed_ordering="hidden"),
+    # Stress presets: congestion beyond what healthy fabrics show.
+    "h100-ib-16node-congested": _h100(name="h100-ib-16node-congested", nodes=16, congestion=0.5,
+                                      straggler_prob=0.01, straggler_scale=0.2),
+    "h100-roce-8node-congested": _h100(name="h100-roce-8node-congested", nodes=8, fabric="roce", ecmp_paths=8,
+                                       leaf_nodes=4, congestion=0.3, straggler_prob=0.005, straggler_scale=0.15),
     "a100-ib-4node": SimCluster(name="a100-ib-4node", nodes=4, gpu_name="NVIDIA A100-SXM4-80GB", sm=80,
                                 nvlink_links=12, nvswitch=True, nvls=False, pcie_gen=4, nics_per_node=8,
-                                nic_rate_gbps=200.0, cpu_vendor="AMD", congestion=0.1),
+                                nic_rate_gbps=200.0, cpu_vendor="AMD"),
     "l40s-pcie-2node": SimCluster(name="l40s-pcie-2node", nodes=2, gpu_name="NVIDIA L40S", sm=89,
                                   nvlink_links=0, nvswitch=False, nvls=False, pcie_gen=4, gpu_gpu_path="SYS",
                                   nics_per_node=2, nic_rate_gbps=200.0,

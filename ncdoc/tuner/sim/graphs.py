@@ -52,6 +52,7 @@ class CommTopo:
     collnet_support: bool
     nvs_count: int
     nchannels: int                 # comm->nChannels after ncclTopoPostset and the env limits
+    default_nchannels: int         # the same before the env limits (NCCL_MIN/MAX_CTAS, ...)
     net: str                       # "IB" | "Socket"
     intra: str                     # "NVL" | "P2P" | "SHM" | "NET" | "none"
     nic_types: tuple[str, ...]     # per local GPU: the path type its network traffic takes
@@ -194,10 +195,12 @@ def comm_topology(cluster: SimCluster, p: NcclParams) -> CommTopo:
     nch = min(MAXCHANNELS, 2 * min(ring.nchannels, tree.nchannels))
     if sm >= 90 and inter and ring.bw_intra > 45.0 and nch < 16:
         nch = min(MAXCHANNELS, 2 * nch)
+    default_nch = nch
     nch = min(p.max_nchannels, nch)
     nch = max(nch, min(p.min_nchannels, MAXCHANNELS))
     vendor = cluster.cpu_vendor if cluster.cpu_vendor in ("Intel", "AMD") else "other"
     return CommTopo(nranks=nranks, nnodes=nodes, ppn=ppn, min_cc=sm, max_cc=sm, cpu_vendor=vendor,
                     graphs=tuple(graphs), nvls_support=bool(nvls.nchannels), nvls_channels=nvls_channels,
                     collnet_support=collnet, nvs_count=1 if cluster.nvswitch else 0, nchannels=nch,
+                    default_nchannels=default_nch,
                     net=p.net, intra=intra, nic_types=tuple(nic_types))

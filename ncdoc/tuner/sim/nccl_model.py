@@ -8,10 +8,9 @@ with the tree correction and the ring plateau, the argmin, then channels and thr
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 from ncdoc.errors import UsageError
 from ncdoc.tuner.sim.cluster import SimCluster
@@ -21,7 +20,7 @@ from ncdoc.tuner.sim.params import NcclParams, parse_env
 from ncdoc.tuner.sim.revisions import (
     ALGOS, ALLGATHER, ALLREDUCE, BROADCAST, COLLNET_CHAIN, COLLNET_DIRECT, FUNCS, MAX_NTHREADS, NVLS, NVLS_TREE,
     PAT, PROTOS, REDUCE, REDUCESCATTER, RING, SIMPLE, SIMPLE_MAX_NTHREADS, TREE, TREE_CORRECTION, WARP_SIZE,
-    Revision, parse_version, revision_for)
+    Revision, parse_version, revision_for, with_example_plugin)
 from ncdoc.tuner.sim.tuning import ModelTables, tune_tables
 
 # nccl-tests collective names -> NCCL function index (None: no NCCL collective cost model).
@@ -36,13 +35,14 @@ class Choice:
     nchannels: int
     nthreads: int
     model_time_us: float
-    model_busbw: float            # what NCCL's model expects, in nccl-tests busbw units
 
 
 @lru_cache(maxsize=512)
-def _tables_cached(cluster: SimCluster, env_items: tuple[tuple[str, str], ...]) -> ModelTables:
+def _tables_cached(cluster: SimCluster, env_items: tuple[tuple[str, str], ...], plugin: bool = False) -> ModelTables:
     rev = revision_for(parse_version(cluster.nccl_version))
-    params = parse_env(dict(env_items), rev, rdma=cluster.fabric != "socket", socket_vendor=cluster.socket_vendor)
+    if plugin:
+        rev = with_example_plugin(rev)
+    params = parse_env(dict(env_items), cluster.nccl_version, rdma=cluster.fabric != "socket", socket_vendor=cluster.socket_vendor)
     topo = comm_topology(cluster, params)
     tables = tune_tables(topo, rev, params)
     if rev.ring_backup:
@@ -71,9 +71,10 @@ def env_key(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted((k, str(v)) for k, v in env.items() if k.startswith("NCCL_")))
 
 
-def model_tables(cluster: SimCluster, env: Mapping[str, str]) -> ModelTables:
-    """NCCL's latency/bandwidth tables, channels and threads for this cluster and environment."""
-    return _tables_cached(cluster, env_key(env))
+def model_tables(cluster: SimCluster, env: Mapping[str, str], *, plugin: bool = False) -> ModelTables:
+    """NCCL's latency/bandwidth tables, channels and threads for this cluster and environment
+    (`plugin`: with NCCL's example tuner plugin loaded, which changes three constants)."""
+    return _tables_cached(cluster, env_key(env), plugin)
 
 
 def nccl_choice(cluster: SimCluster, env: Mapping[str, str], collective: str, nbytes: int) -> Choice:
@@ -84,16 +85,11 @@ def nccl_choice(cluster: SimCluster, env: Mapping[str, str], collective: str, nb
     return choose(model_tables(cluster, env), collective, nbytes)
 
 
-def choose(t: ModelTables, collective: str, nbytes: int) -> Choice:
-    if collective not in COLLECTIVES:
-        raise UsageError(f"unknown collective {collective!r}; expected one of {', '.join(COLLECTIVES)}")
-    c = COLLECTIVES[collective]
+def cost_table(t: ModelTables, c: int, nbytes: int) -> dict[tuple[int, int], float]:
+    """NCCL's time estimate (us) per usable (algorithm, protocol) for one call of function `c`:
+    the collCostTable a tuner plugin sees, without its IGNORE entries."""
     topo = t.topo
-    if c is None:   # send/recv based: NCCL runs them on its p2p channels, without the cost table
-        return _p2p_choice(t, collective, nbytes)
-    if topo.nranks == 1:
-        return Choice("Ring", "Simple", 1, SIMPLE_MAX_NTHREADS, 0.0, 0.0)
-    best, best_t = None, math.inf
+    out: dict[tuple[int, int], float] = {}
     log_size = (nbytes >> 6).bit_length() - 1          # log2i; -1 below 64 bytes
     nvlstree_corr = topo.min_cc >= 100 and t.revision.tree_corr_len == 24
     for a in range(len(ALGOS)):
@@ -114,29 +110,58 @@ def choose(t: ModelTables, collective: str, nbytes: int) -> Choice:
             if a == RING and q == SIMPLE and topo.nnodes > 1 and c == ALLREDUCE and \
                     nbytes // max(1, topo.nchannels * topo.nranks) >= 64:
                 lat *= 1.9 if topo.min_cc < 80 else 1.4
-            time = lat + nbytes / (1000 * bw)
-            if time < best_t:
-                best, best_t = (a, q), time
-    if best is None:
+            out[(a, q)] = lat + nbytes / (1000 * bw)
+    return out
+
+
+def choose(t: ModelTables, collective: str, nbytes: int, table: Sequence[Any] | None = None) -> Choice:
+    """NCCL's choice for one call; with `table` (ncdoc.tuner.table rules) as NCCL's example tuner
+    plugin steers it: a matching usable rule forces its algorithm, protocol and channel count, any
+    other call keeps NCCL's cheapest algorithm on the ONE channel the plugin leaves it."""
+    if collective not in COLLECTIVES:
+        raise UsageError(f"unknown collective {collective!r}; expected one of {', '.join(COLLECTIVES)}")
+    c = COLLECTIVES[collective]
+    topo = t.topo
+    if c is None:   # send/recv based: NCCL runs them on its p2p channels, without the cost table
+        return _p2p_choice(t, collective, nbytes)
+    if topo.nranks == 1:
+        return Choice("Ring", "Simple", 1, SIMPLE_MAX_NTHREADS, 0.0)
+    costs = cost_table(t, c, nbytes)
+    if not costs:
         extra = "".join(f" {k} was set to {v}." for k, v in (("NCCL_ALGO", t.params.algo_env),
                                                               ("NCCL_PROTO", t.params.proto_env)) if v)
         raise SimTrialError(f"No algorithm/protocol available for function {FUNCS[c]} with datatype "
                             f"ncclFloat32.{extra}", kind="call")
-    a, q = best
-    nc, nt = _channels_threads(t, a, q, nbytes)
-    return Choice(ALGOS[a], PROTOS[q], nc, nt, best_t, _busbw(collective, nbytes, best_t, topo.nranks))
+    if table:
+        from ncdoc.tuner.table import plugin_pick
+        pick = plugin_pick(table, collective, nbytes, topo.nnodes, topo.nranks,
+                           lambda algo, proto: (ALGOS.index(algo), PROTOS.index(proto)) in costs)
+        if pick is not None:
+            a, q, nc = ALGOS.index(pick[0]), PROTOS.index(pick[1]), pick[2]
+        else:
+            (a, q), nc = min(costs, key=costs.get), 1
+        return Choice(ALGOS[a], PROTOS[q], nc, _threads(t, a, q, nbytes, nc), costs[(a, q)])
+    a, q = min(costs, key=costs.get)
+    nc = nccl_channels(t, a, q, nbytes)
+    return Choice(ALGOS[a], PROTOS[q], nc, _threads(t, a, q, nbytes, nc), costs[(a, q)])
 
 
-def _channels_threads(t: ModelTables, a: int, q: int, nbytes: int) -> tuple[int, int]:
+def nccl_channels(t: ModelTables, a: int, q: int, nbytes: int) -> int:
+    """The channel count NCCL gives algorithm `a` with protocol `q` for a call of `nbytes`
+    (topoGetAlgoInfo): what a tuner-table rule must carry to keep NCCL's choice."""
     topo = t.topo
     nc, nt, th = topo.nchannels, t.max_threads[a][q], t.thread_thresholds[a][q]
     if a in (NVLS, NVLS_TREE):
-        nc = min(topo.nvls_channels, topo.nchannels) if (topo.nnodes > 1 and a == NVLS) else topo.nvls_channels
-    elif a == COLLNET_DIRECT:
-        nc = max(1, min(nc, 16))     # NCCL steps this down by nHeads; CollNet runs are not modelled further
-    else:
-        while nbytes < nc * nt * th and nc >= 2:
-            nc -= 1
+        return min(topo.nvls_channels, topo.nchannels) if (topo.nnodes > 1 and a == NVLS) else topo.nvls_channels
+    if a == COLLNET_DIRECT:
+        return max(1, min(nc, 16))     # NCCL steps this down by nHeads; CollNet runs are not modelled further
+    while nbytes < nc * nt * th and nc >= 2:
+        nc -= 1
+    return nc
+
+
+def _threads(t: ModelTables, a: int, q: int, nbytes: int, nc: int) -> int:
+    nt, th = t.max_threads[a][q], t.thread_thresholds[a][q]
     if a not in (NVLS, NVLS_TREE, COLLNET_DIRECT):
         while nbytes < nc * nt * th and nt % 128 == 0:
             nt //= 2
@@ -145,7 +170,7 @@ def _channels_threads(t: ModelTables, a: int, q: int, nbytes: int) -> tuple[int,
     nt = max(nt, 3 * WARP_SIZE)
     if a in (TREE, PAT):
         nt = MAX_NTHREADS
-    return nc, nt
+    return nt
 
 
 def _p2p_choice(t: ModelTables, collective: str, nbytes: int) -> Choice:
@@ -157,7 +182,7 @@ def _p2p_choice(t: ModelTables, collective: str, nbytes: int) -> Choice:
     topo = t.topo
     per_peer = nbytes // topo.nranks if collective == "alltoall" else nbytes
     proto = "LL" if per_peer <= 2 * 16384 else "Simple"
-    return Choice("P2P", proto, max(1, topo.nchannels), SIMPLE_MAX_NTHREADS, 0.0, 0.0)
+    return Choice("P2P", proto, max(1, topo.nchannels), SIMPLE_MAX_NTHREADS, 0.0)
 
 
 def busbw_factor(collective: str, nranks: int) -> float:
@@ -168,8 +193,3 @@ def busbw_factor(collective: str, nranks: int) -> float:
         return (nranks - 1) / nranks
     return 1.0
 
-
-def _busbw(collective: str, nbytes: int, time_us: float, nranks: int) -> float:
-    if time_us <= 0:
-        return 0.0
-    return nbytes / (time_us * 1000.0) * busbw_factor(collective, nranks)

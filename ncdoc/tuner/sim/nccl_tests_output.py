@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ncdoc.tuner.sim.cluster import SimCluster
 from ncdoc.tuner.sim.revisions import parse_version
@@ -42,19 +42,19 @@ def _step(sizes: Sequence[int]) -> tuple[int, str]:
 
 
 def nccl_tests_text(cluster: SimCluster, env: Mapping[str, str], collective: str, sizes: Sequence[int], *,
-                    seed: int = 0) -> str:
+                    seed: int = 0, table: Sequence[Any] = ()) -> str:
     """The nccl-tests stdout of `<collective>_perf -b min -e max` on the simulated cluster.
 
     One process per GPU (as under mpirun/srun), float data, sum, 20 iterations. Both the
     out-of-place and in-place columns are simulated (independent noise). Raises SimTrialError
-    where the real run would fail.
+    where the real run would fail. `table`: tuner-table rules loaded through NCCL's example plugin.
     """
     prog = f"{collective}_perf"
     code = parse_version(cluster.nccl_version)
     vcode = code[0] * 10000 + code[1] * 100 + code[2]
     sizes = [int(s) for s in sizes]
-    out_rows = simulate_rows(cluster, env, collective, sizes, seed=seed, repeat_index=0, in_place=False)
-    in_rows = simulate_rows(cluster, env, collective, sizes, seed=seed, repeat_index=0, in_place=True)
+    out_rows = simulate_rows(cluster, env, collective, sizes, seed=seed, repeat_index=0, in_place=False, table=table)
+    in_rows = simulate_rows(cluster, env, collective, sizes, seed=seed, repeat_index=0, in_place=True, table=table)
     step, kind = _step(sizes)
     lines = [
         f"# nccl-tests version {NCCL_TESTS_VERSION} nccl-headers={vcode} nccl-library={vcode}",

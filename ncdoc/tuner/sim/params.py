@@ -1,7 +1,8 @@
 """The NCCL environment as NCCL itself would read it, for the variables the simulator models.
 
 Integer variables follow `NCCL_PARAM` (strtoll base 0: "0x40" = 64, "010" = 8, "12abc" = 12,
-garbage = 0, empty = default; nccl_facts.md section 1.1). Lists and levels follow section 2.
+garbage = 0, empty = default; nccl_facts.md section 1.1). Integers, path levels and the
+NCCL_ALGO / NCCL_PROTO lists are read by ncdoc.nccl.parse, the same code `ncdoc lint` uses.
 A value NCCL rejects at init raises SimTrialError with the line NCCL would WARN.
 """
 
@@ -10,12 +11,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Mapping
 
+from ncdoc.nccl.parse import parse_algo_proto, parse_level
 from ncdoc.nccl.parse import strtoll as nccl_strtoll
 from ncdoc.tuner.sim.errors import SimTrialError
-from ncdoc.tuner.sim.revisions import ALGOS, FUNCS, PATH, PROTOS, Revision
+from ncdoc.tuner.sim.revisions import ALGOS, FUNCS, PATH, PROTOS
 
 _SOCKET_MAX_THREADS, _SOCKET_MAX_SOCKETS = 16, 64   # src/transport/net_socket.cc
-_LEGACY_LEVELS = ("LOC", "PIX", "PXB", "PHB", "SYS", "SYS")  # src/graph/paths.cc levelsOldToNew
 
 
 def strtoll(text: str | None, default: int) -> int:
@@ -26,61 +27,28 @@ def strtoll(text: str | None, default: int) -> int:
     return default if parsed.value is None else parsed.value
 
 
-def path_level(text: str | None) -> int | None:
-    """NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL: exact (case-sensitive) name, else a legacy integer."""
+def path_level(text: str | None, version: str | None = None) -> int | None:
+    """NCCL_P2P_LEVEL / NCCL_NET_GDR_LEVEL as the path index NCCL compares with, read by
+    ncdoc.nccl.parse (exact names of that release, legacy integers); None: NCCL ignores it."""
     if text is None:
         return None
-    for name in ("LOC", "NVL", "NVB", "C2C", "PIX", "PXB", "P2C", "PXN", "PHB", "SYS"):
-        if text == name:
-            return PATH[name]
-    if text[:1].isdigit():
-        return PATH[_LEGACY_LEVELS[min(strtoll(text, 0), 5)]]
-    return None                 # ignored by NCCL, silently
+    name, _ = parse_level(text, version=version)
+    return None if name is None else PATH[name]
 
 
-def _parse_list(value: str, items: tuple[str, ...], default: tuple[int, ...],
-                rev: Revision) -> tuple[tuple[int, ...], ...]:
-    """NCCL_ALGO / NCCL_PROTO into a [func][item] enable matrix (src/graph/tuning.cc parseList)."""
-    rows = [list(default) for _ in FUNCS]
-    lower = [i.lower() for i in items]
-    if not rev.prefix_grammar:
-        # Before 2.24: one flat list for every function, optional leading '^', unknown names ignored.
-        s, set_v, unset_v = value, 1, 0
-        if s.startswith("^"):
-            s, set_v, unset_v = s[1:], 0, 1
-        flags = [unset_v] * len(items)
-        for tok in (t for t in s.split(",") if t):
-            if tok.lower() in lower:
-                flags[lower.index(tok.lower())] = set_v
-        return tuple(tuple(flags) for _ in FUNCS)
-    entries = [e for e in value.split(";") if e]
-    for n, entry in enumerate(entries):
-        fields = [f for f in entry.split(":") if f]
-        if len(fields) >= 2:
-            prefix, elems = fields[0], fields[1]
-        elif fields:
-            if n > 0 or value.startswith(";"):   # NCCL compares token and string pointers
-                raise SimTrialError(f'All entries except the first must have a prefix: "{value}"', kind="init")
-            prefix, elems = None, fields[0]
-        else:
-            continue
-        set_v, unset_v = 1, 0
-        if elems.startswith("^"):
-            set_v, unset_v, elems = 0, 1, elems[1:]
-        matched = False
-        for f, fname in enumerate(FUNCS):
-            if prefix is not None and prefix.lower() != fname.lower():
-                continue
-            matched = True
-            row = [unset_v] * len(items)
-            for tok in (t for t in elems.split(",") if t):
-                if tok.lower() not in lower:
-                    raise SimTrialError(f'Unrecognized element token "{tok}" when parsing "{value}"', kind="init")
-                row[lower.index(tok.lower())] = set_v
-            rows[f] = row
-        if not matched:
-            raise SimTrialError(f'Unrecognized prefix token "{prefix}" when parsing "{value}"', kind="init")
-    return tuple(tuple(r) for r in rows)
+def _enable(value: str, items: tuple[str, ...], version: str) -> tuple[tuple[int, ...], ...]:
+    """NCCL_ALGO / NCCL_PROTO as a [func][item] enable matrix, read by ncdoc.nccl.parse in the
+    grammar of `version`; a value NCCL rejects raises the line NCCL WARNs."""
+    parsed = parse_algo_proto(value, "proto" if items == PROTOS else "algo", version=version)
+    if parsed.warn:
+        raise SimTrialError(parsed.warn[0], kind="init")
+    rows = []
+    for func in FUNCS:
+        on = parsed.enabled[func]
+        if "CollNet" in on:                       # before 2.14 one name stood for both CollNet algorithms
+            on = on | {"CollNetDirect", "CollNetChain"}
+        rows.append(tuple(int(item in on) for item in items))
+    return tuple(rows)
 
 
 @dataclass(frozen=True)
@@ -112,6 +80,13 @@ class NcclParams:
     ib_ar_threshold: int
     ib_adaptive_routing: int
     pxn_disable: bool
+    pxn_level: int                              # NCCL_P2P_PXN_LEVEL: 0 never, 1 when needed, 2 always
+    net_peer_channels: int | None               # NCCL_NCHANNELS_PER_NET_PEER; None: NCCL's default
+    ib_tc: int                                  # NCCL_IB_TC (-1: the comm's traffic class, else 0)
+    ib_sl: int
+    ib_relaxed_ordering: int                    # NCCL_IB_PCI_RELAXED_ORDERING: 0 off, 1 on, 2 if available
+    nvls_chunksize: int
+    nvlstree_max_chunksize: int | None          # None: NCCL's auto (64 KiB from 4 nodes)
     p2p_level: int | None
     p2p_disable: bool
     shm_disable: bool
@@ -125,7 +100,7 @@ class NcclParams:
         return max(0, self.socket_threads * self.socket_per_thread)
 
 
-def parse_env(env: Mapping[str, str], rev: Revision, *, rdma: bool, socket_vendor: str) -> NcclParams:
+def parse_env(env: Mapping[str, str], version: str, *, rdma: bool, socket_vendor: str) -> NcclParams:
     """Read the modelled variables; raise SimTrialError where NCCL fails init."""
     g = env.get
     notes: list[str] = []
@@ -134,10 +109,10 @@ def parse_env(env: Mapping[str, str], rev: Revision, *, rdma: bool, socket_vendo
         return strtoll(g(name), default)
 
     algo_env, proto_env = g("NCCL_ALGO"), g("NCCL_PROTO")
-    algo = _parse_list(algo_env, ALGOS, (1,) * len(ALGOS), rev) if algo_env else \
-        tuple((1,) * len(ALGOS) for _ in FUNCS)
-    proto = _parse_list(proto_env, PROTOS, (1, 2, 1), rev) if proto_env else \
-        tuple((1, 2, 1) for _ in FUNCS)
+    # Unset: everything on, LL128 "auto" (2: NCCL's own rule decides). Set: each item on or off,
+    # so a list that names LL128 (or excludes only LL) forces it on where NCCL would not.
+    algo = _enable(algo_env, ALGOS, version) if algo_env else tuple((1,) * len(ALGOS) for _ in FUNCS)
+    proto = _enable(proto_env, PROTOS, version) if proto_env else tuple((1, 2, 1) for _ in FUNCS)
 
     # Channels (src/graph/connect.cc ncclMin/MaxNchannels; src/init.cc CTAs, nccl_facts 1.4 #10).
     # The new names win over the old NRINGS ones when both are set.
@@ -203,6 +178,8 @@ def parse_env(env: Mapping[str, str], rev: Revision, *, rdma: bool, socket_vendo
     nvl_chunk = max(1, min(nvl_chunk, buffsize // 8))
 
     nvls_nch = i("NCCL_NVLS_NCHANNELS", -(2**31))
+    npp = i("NCCL_NCHANNELS_PER_NET_PEER", -1)
+    nvlstree = i("NCCL_NVLSTREE_MAX_CHUNKSIZE", -2)
     return NcclParams(
         algo_env=algo_env, proto_env=proto_env, algo_enable=algo, proto_enable=proto,
         min_nchannels=max(min_nch, min_ctas), max_nchannels=min(max_nch, max_ctas),
@@ -214,12 +191,17 @@ def parse_env(env: Mapping[str, str], rev: Revision, *, rdma: bool, socket_vendo
         nvls_enable=i("NCCL_NVLS_ENABLE", 2),
         nvls_nchannels=None if nvls_nch == -(2**31) else nvls_nch,
         cross_nic=i("NCCL_CROSS_NIC", 2),
-        gdr_level=path_level(g("NCCL_NET_GDR_LEVEL")), gdr_read=i("NCCL_NET_GDR_READ", -2),
+        gdr_level=path_level(g("NCCL_NET_GDR_LEVEL"), version), gdr_read=i("NCCL_NET_GDR_READ", -2),
         net=net, socket_threads=nt, socket_per_thread=ns,
         ib_qps=qps, ib_split=i("NCCL_IB_SPLIT_DATA_ON_QPS", 0), ib_ar_threshold=i("NCCL_IB_AR_THRESHOLD", 8192),
         ib_adaptive_routing=i("NCCL_IB_ADAPTIVE_ROUTING", -2),
-        pxn_disable=i("NCCL_PXN_DISABLE", 0) != 0,
-        p2p_level=path_level(g("NCCL_P2P_LEVEL")), p2p_disable=i("NCCL_P2P_DISABLE", 0) == 1,
+        pxn_disable=i("NCCL_PXN_DISABLE", 0) != 0, pxn_level=i("NCCL_P2P_PXN_LEVEL", 2),
+        net_peer_channels=npp if npp >= 1 else None,
+        ib_tc=i("NCCL_IB_TC", -1), ib_sl=i("NCCL_IB_SL", -1),
+        ib_relaxed_ordering=i("NCCL_IB_PCI_RELAXED_ORDERING", 2),
+        nvls_chunksize=max(1, i("NCCL_NVLS_CHUNKSIZE", 1 << 17)),
+        nvlstree_max_chunksize=nvlstree if nvlstree > 0 else None,
+        p2p_level=path_level(g("NCCL_P2P_LEVEL"), version), p2p_disable=i("NCCL_P2P_DISABLE", 0) == 1,
         shm_disable=i("NCCL_SHM_DISABLE", 0) == 1,
         collnet_enable=1 if i("NCCL_COLLNET_ENABLE", 0) == 1 else 0,
         pat_enable=i("NCCL_PAT_ENABLE", 2), net_overhead=i("NCCL_NET_OVERHEAD", -2),

@@ -63,7 +63,6 @@ class Revision:
     old_nvls_lat: bool                     # 2.18: NVLS/NVLSTree latencies from the NET table only
     ll128_rule: str                        # "2.18" | "2.21" | "2.26" | "2.27" | "2.30"
     ring_backup: bool                      # <2.24: a function with no algorithm gets Ring back
-    prefix_grammar: bool                   # 2.24+: NCCL_ALGO/NCCL_PROTO "func:list;..." grammar
     ring_never_disabled_nonallreduce: bool  # 2.18: NCCL_ALGO never disables Ring outside AllReduce
     tree_corr_len: int                     # tree correction factor entries (23, 24 in 2.29+)
 
@@ -90,7 +89,7 @@ _HEAD = Revision(
     pat_factor=0.75, pat_needs_sm60=True, agrs_nvls_collnet=True,
     nvls_bw_rule="eff", nvls_ratio_rule="nsteps", convert_skip="nonring_agrs", collnet_agrs_rule="min09",
     collnet_arity=0.4, ring_inter_2n=False, ppn1_tree_net_lat=True, old_nvls_lat=False,
-    ll128_rule="2.30", ring_backup=False, prefix_grammar=True, ring_never_disabled_nonallreduce=False,
+    ll128_rule="2.30", ring_backup=False, ring_never_disabled_nonallreduce=False,
     tree_corr_len=24,
 )
 
@@ -114,7 +113,7 @@ _R227 = replace(_R228, first=(2, 27, 0), per_ch_nvls_tree=None, nvls_eff=None,
                 nvls_bw_rule="min_agrs", nvls_ratio_rule="5/6")
 _R224 = replace(_R227, first=(2, 24, 0), nvls_bw_rule="min", collnet_agrs_rule="interp", ll128_rule="2.26")
 _R223 = replace(_R224, first=(2, 23, 0), pat_factor=0.85, pat_needs_sm60=False, ring_backup=True,
-                prefix_grammar=False, ll128_rule="2.21",
+                ll128_rule="2.21",
                 ll_max_bws=_HEAD.ll_max_bws[:3], per_ch_ring_ll128=_HEAD.per_ch_ring_ll128[:3],
                 per_ch_tree_ll128=_HEAD.per_ch_tree_ll128[:3], per_ch_tree=_HEAD.per_ch_tree[:3])
 _R221 = replace(
@@ -178,6 +177,23 @@ PCI_BW = 12.0
 LOC_BW = 5000.0
 NCCL_STEPS = 8
 THREAD_THRESHOLDS = (8, 8, 64)        # LL, LL128, Simple bytes per thread
+
+
+def with_example_plugin(rev: Revision) -> Revision:
+    """The constants once NCCL's example tuner plugin is loaded: its init() overwrites three of them
+    (nccl_facts.md 3.1), which moves NCCL's own choice wherever no rule applies."""
+    def cell(table: Table3, row: int, col: int, value: float) -> Table3:
+        if row >= len(table):
+            return table
+        rows = [list(r) for r in table]
+        rows[row][col] = value
+        return tuple(tuple(r) for r in rows)
+
+    net = [list(r) for r in rev.hw_lat[HW_NET]]
+    net[NVLS][SIMPLE] = 24.0
+    return replace(rev, per_ch_tree=cell(rev.per_ch_tree, 3, 2, 15.0),
+                   per_ch_ring_ll128=cell(rev.per_ch_ring_ll128, 3, 2, 20.0),
+                   hw_lat=(rev.hw_lat[HW_NVLINK], rev.hw_lat[HW_PCI], tuple(tuple(r) for r in net)))
 
 
 def revision_for(version: tuple[int, int, int]) -> Revision:

@@ -5,12 +5,15 @@ from __future__ import annotations
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 from ncdoc.errors import UsageError
 from ncdoc.tuner.sim.cluster import SimCluster
 from ncdoc.tuner.sim.fabric import true_time_us, view
+from ncdoc.tuner.sim.errors import SimTrialError
 from ncdoc.tuner.sim.nccl_model import COLLECTIVES, busbw_factor, choose, env_key, model_tables
+from ncdoc.tuner.sim.revisions import ALGOS
+from ncdoc.tuner.sim.tuning import ll128_supported
 
 TYPE_SIZE = 4          # nccl-tests' default datatype, float
 
@@ -67,20 +70,26 @@ def _noise(cluster: SimCluster, nnodes: int, key: tuple, size: int, in_place: bo
 
 
 def simulate_rows(cluster: SimCluster, env: Mapping[str, str], collective: str, sizes: Sequence[int], *,
-                  seed: int, repeat_index: int, in_place: bool) -> list[SimResult]:
+                  seed: int, repeat_index: int, in_place: bool, table: Sequence[Any] = ()) -> list[SimResult]:
     if collective not in COLLECTIVES:
         raise UsageError(f"unknown collective {collective!r}; expected one of {', '.join(COLLECTIVES)}")
-    tables = model_tables(cluster, env)
+    tables = model_tables(cluster, env, plugin=bool(table))
     fab = view(cluster, tables)
     n = tables.topo.nranks
-    key = (cluster.seed, seed, repeat_index, env_key(env), collective)
+    key = (cluster.seed, seed, repeat_index, env_key(env), collective) + ((tuple(table),) if table else ())
     run_seed = int.from_bytes(hashlib.blake2b(repr(key).encode(), digest_size=8).digest(), "little")
     coll = COLLECTIVES[collective]
     factor = busbw_factor(collective, n)
     out = []
     for size in sizes:
         c = counts(collective, int(size), n)
-        choice = choose(tables, collective, c.nccl_bytes)
+        choice = choose(tables, collective, c.nccl_bytes, table)
+        if coll is not None and choice.proto == "LL128" and not ll128_supported(tables, coll, ALGOS.index(choice.algo)):
+            # NCCL's rule keeps LL128 off here; forced on, its 128-byte stores can arrive split or out
+            # of order: nccl-tests reports wrong values (NVIDIA/nccl#831: 2 wrong at 8 MB over sockets).
+            raise SimTrialError(f"{collective}_perf would report wrong results (#wrong > 0) at {c.printed_size} "
+                                f"bytes: LL128 forced (NCCL_PROTO={tables.params.proto_env}) where NCCL's own rule "
+                                "disables it (data corruption)", kind="call")
         t = true_time_us(fab, collective, coll, choice, c.nccl_bytes, run_seed)
         t *= _noise(cluster, tables.topo.nnodes, key, c.printed_size, in_place)
         algbw = c.printed_size / (t * 1000.0) if t > 0 else 0.0

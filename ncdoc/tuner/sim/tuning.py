@@ -282,6 +282,12 @@ def _disable(bws, topo: CommTopo, rev: Revision, p: NcclParams) -> None:
                     bws[c][a][q] = 0.0
 
 
+def ll128_supported(t: ModelTables, func: int, algo: int) -> bool:
+    """Would NCCL's own rule enable LL128 here? Where it would not, LL128 forced on through
+    NCCL_PROTO can corrupt data (NVIDIA/nccl#831 on sockets, #281, #1261, PR#2053)."""
+    return _ll128_default(t.topo.graphs[algo], t.topo, t.revision, func, algo)
+
+
 def _ll128_default(gr: Graph, topo: CommTopo, rev: Revision, c: int, a: int) -> bool:
     lo, hi = topo.min_cc, topo.max_cc
     ti, tx = PATH[gr.type_intra], PATH[gr.type_inter]

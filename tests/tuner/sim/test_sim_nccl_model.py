@@ -79,6 +79,7 @@ def _topo_from_meta(meta: dict, text: str) -> CommTopo:
     return CommTopo(nranks=n, nnodes=nn, ppn=n // nn, min_cc=sm, max_cc=sm, cpu_vendor="Intel",
                     graphs=tuple(graphs), nvls_support=nvls.nchannels > 0, nvls_channels=16,
                     collnet_support=False, nvs_count=int(nvswitch), nchannels=2 * ring.nchannels,
+                    default_nchannels=2 * ring.nchannels,
                     net="Socket", intra="NVL", nic_types=())
 
 
@@ -99,7 +100,7 @@ def test_tables_from_printed_graphs_match_nccl(case):
     meta = json.loads((case / "meta.json").read_text())
     text = (case / "artifact.txt").read_text()
     rev = revision_for(parse_version(meta["nccl_version"]))
-    params = parse_env({}, rev, rdma=False, socket_vendor="other")
+    params = parse_env({}, meta["nccl_version"], rdma=False, socket_vendor="other")
     expected = parse_table(text)
     assert len(expected) >= 90
     assert _compare(expected, tune_tables(_topo_from_meta(meta, text), rev, params)) == []
@@ -158,7 +159,7 @@ def test_per_call_decisions_and_times_match_nccl(name, func, nbytes, algo, proto
     meta = json.loads((case / "meta.json").read_text())
     rev = revision_for(parse_version(meta["nccl_version"]))
     tables = tune_tables(_topo_from_meta(meta, case.joinpath("artifact.txt").read_text()), rev,
-                         parse_env({}, rev, rdma=False, socket_vendor="other"))
+                         parse_env({}, meta["nccl_version"], rdma=False, socket_vendor="other"))
     coll = {"AllGather": "all_gather", "AllReduce": "all_reduce"}[func]
     c = choose(tables, coll, nbytes)
     assert (c.algo, c.proto) == (algo, proto)
@@ -215,7 +216,7 @@ def test_path_levels_are_case_sensitive_with_legacy_integers():
 
 
 def test_algo_grammar_per_function_and_inversion():
-    p = parse_env({"NCCL_ALGO": "ring,tree;allreduce:^ring"}, HEAD, rdma=True, socket_vendor="other")
+    p = parse_env({"NCCL_ALGO": "ring,tree;allreduce:^ring"}, "2.30.7", rdma=True, socket_vendor="other")
     ar, bc = p.algo_enable[FUNCS.index("AllReduce")], p.algo_enable[FUNCS.index("Broadcast")]
     assert ar[RING] == 0 and ar[TREE] == 1 and ar[NVLS] == 1
     assert bc[RING] == 1 and bc[TREE] == 1 and bc[NVLS] == 0
