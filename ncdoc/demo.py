@@ -1,10 +1,10 @@
 """`ncdoc demo`: the three jobs on a bundled two-node cluster, for someone with no GPU.
 
 The cluster is two copies of the bundled `h100-roce` node (8 x H100, 8 x 400G RoCE,
-NCCL 2.20) launched with an env file full of the mistakes people really make. The demo
-writes that evidence into a folder, then runs the same commands a user would type —
-doctor, triage, env generate, tune (on the simulator) — and prints each command first,
-so every step can be repeated by hand.
+NCCL 2.20) in two racks, launched with an env file full of the mistakes people really make.
+The demo writes that evidence into a folder, then runs the same commands a user would type —
+doctor, triage, env generate, tune (on the simulator, cluster given explicitly) — and prints
+each command first, so every step can be repeated by hand.
 """
 
 from __future__ import annotations
@@ -15,9 +15,11 @@ import time
 
 NODE_EXAMPLE = "h100-roce"
 NODES = 2
-# The fabric between the two nodes: RoCE through a leaf-spine network whose ECMP hashing
-# spreads flows over 8 spine paths (what the simulator adds to the node snapshots).
+# The fabric between the two nodes: RoCE through a leaf-spine network, each node under its own
+# leaf, so their traffic crosses the spine, where ECMP hashes flows over 8 paths (what the
+# simulator adds to the node snapshots).
 ECMP_PATHS = 8
+LEAF_NODES = 1
 
 # What the user's launch script exported. Each line is a mistake seen in real bug reports.
 BAD_LAUNCH = """\
@@ -70,19 +72,19 @@ def prepare(out: str, *, seed: int = 0) -> dict[str, str]:
     _write(paths["launch"], BAD_LAUNCH)
     _write(paths["snapshot"], bad.to_json())
     # What the job measured: the simulated cluster under the launch script's env.
-    cluster = cluster_from_snapshot(node, NODES, ecmp_paths=ECMP_PATHS)
+    cluster = cluster_from_snapshot(node, NODES, ecmp_paths=ECMP_PATHS, leaf_nodes=LEAF_NODES)
     sizes = [2 ** k for k in range(3, 34, 2)]
     _write(paths["tests"], nccl_tests_text(cluster, bad.env.as_dict(), "all_reduce", sizes, seed=seed))
     return paths
 
 
-def run_demo(out: str, *, trials: int = 16, seed: int = 0) -> int:
+def run_demo(out: str, *, trials: int = 30, seed: int = 0) -> int:
     from ncdoc.examples.machines import load_example
 
     t0 = time.monotonic()
     os.makedirs(out, exist_ok=True)
-    _say(f"ncdoc demo: two {NODE_EXAMPLE} nodes (8 x H100, 8 x 400G RoCE each, {ECMP_PATHS} ECMP spine paths "
-         f"between them), a launch script with common mistakes; output in {out}/")
+    _say(f"ncdoc demo: two {NODE_EXAMPLE} nodes (8 x H100, 8 x 400G RoCE each) in two racks ({ECMP_PATHS} ECMP "
+         f"spine paths between them), a launch script with common mistakes; output in {out}/")
     paths = prepare(out, seed=seed)
 
     _step("1. Pre-launch check: would this job start on a healthy path?",
@@ -104,10 +106,14 @@ def run_demo(out: str, *, trials: int = 16, seed: int = 0) -> int:
                                      tuple(EnvValue(k, v, f"file:{generated}") for k, v in gen.values().items())))
     fixed_path = os.path.join(out, "evidence", "node-fixed-env.json")
     _write(fixed_path, fixed.to_json())
-    rc = _step("5. Tune on the simulator: Optuna trials as Ray tasks, confirmed against the baseline",
+    rc = _step("5. Tune on the simulator (SIMULATED: a rehearsal, not a measurement): screening, an Optuna "
+               "search, candidates confirmed against the baseline, a guard sweep",
                ["tune", "--backend", "sim", "--snapshot", fixed_path, "--nodes", str(NODES),
-                "--ecmp-paths", str(ECMP_PATHS),
-                "--trials", str(trials), "--repeats", "2", "--seed", str(seed), "--out", out])
+                "--fabric", "roce", "--ecmp-paths", str(ECMP_PATHS), "--leaf-nodes", str(LEAF_NODES),
+                # Sharded data parallel: its all-gather and reduce-scatter ride the network between the
+                # racks (a 2-node all-reduce hides it behind NVLink SHARP).
+                "--profile", "fsdp",
+                "--trials", str(trials), "--seed", str(seed), "--out", out])
     _step("6. The report: findings, topology, busbw curve and the tuning story on one page",
           ["report", paths["launch"], paths["tests"], "--snapshot", paths["snapshot"], "--nodes", str(NODES),
            "--tune", out, "-o", os.path.join(out, "report.html")])

@@ -19,7 +19,7 @@ def ray_runtime():
 
     if not ray.is_initialized():
         logging.getLogger("ray").setLevel(logging.ERROR)
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
+        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
                  _node_ip_address="127.0.0.1", resources={f"{GROUP_PREFIX}{i}": 1 for i in range(RAY_GROUPS)})
     yield ray
     ray.shutdown()

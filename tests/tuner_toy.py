@@ -1,8 +1,9 @@
 """A tiny deterministic benchmark for testing the study machinery (not a shipped backend).
 
-busbw = 100 GB/s x (1.30 if 4 QPs, 1.15 if 2 QPs) x (1.10 if an 8 MiB buffer), NCCL_CROSS_NIC
-changes nothing, NCCL_PROTO=LL "fails" the way NCCL refuses a setting, and every run carries
-+-0.3 % of deterministic noise keyed on the repeat index.
+busbw = 100 GB/s x (1.30 if 4 QPs, 1.15 if 2 QPs) x (1.10 if an 8 MiB buffer) x (0.6 with
+NCCL_CROSS_NIC=0, clearly worse); NCCL_CROSS_NIC=1 changes nothing; NCCL_IB_TC=1 "fails" the
+way NCCL refuses a setting; every run carries +-0.3 % of deterministic noise keyed on the
+repeat index.
 """
 
 import hashlib
@@ -19,7 +20,7 @@ variables:
   NCCL_IB_QPS_PER_CONNECTION: {values: [unset, 2, 4], default: 1}
   NCCL_BUFFSIZE: {values: [unset, 8388608]}
   NCCL_CROSS_NIC: {values: [unset, 0, 1]}
-  NCCL_PROTO: {values: [unset, LL]}
+  NCCL_IB_TC: {values: [unset, 1]}
 """
 
 
@@ -27,6 +28,7 @@ def toy_busbw(env, size, repeat_index):
     bw = 100.0
     bw *= {"4": 1.30, "2": 1.15}.get(env.get("NCCL_IB_QPS_PER_CONNECTION", ""), 1.0)
     bw *= 1.10 if env.get("NCCL_BUFFSIZE") == "8388608" else 1.0
+    bw *= 0.6 if env.get("NCCL_CROSS_NIC") == "0" else 1.0
     h = hashlib.sha256(repr((sorted(env.items()), size, repeat_index)).encode()).digest()
     return bw * (1.0 + 0.003 * (h[0] / 127.5 - 1.0))
 
@@ -39,6 +41,7 @@ class ToyBackend(Backend):
         self.delay_s = delay_s
         self.hang_on = hang_on or {}
         self.calls = 0
+        self.in_process_ok = not self.hang_on      # nothing to live through: no worker needed
 
     def hardware(self):
         return Hardware(fabric="ib", nodes=2, gpus_per_node=8, nics_per_node=8, nvswitch=True, nvls=True, sm=90,
@@ -58,8 +61,8 @@ class ToyBackend(Backend):
             if env.get(k) == v:
                 while True:
                     time.sleep(3600)
-        if env.get("NCCL_PROTO") == "LL":
-            raise TrialFailed("NCCL WARN toy: LL refused", kind="init")
+        if env.get("NCCL_IB_TC") == "1":
+            raise TrialFailed("NCCL WARN toy: traffic class 1 refused", kind="init")
         rows = tuple((c, tuple(SizeResult(size=s, busbw=toy_busbw(env, s, repeat_index), algo="Ring", proto="Simple",
                                           nchannels=16) for s in sizes)) for c, sizes in workload)
         return Measurement(rows)

@@ -1,20 +1,25 @@
-"""Before anything is recommended: interleaved re-measurement, noise, and the minimal env.
+"""Before anything is recommended: interleaved re-measurement, two tests, leave-one-out, the guard sweep.
 
-A study's best trial is partly luck: among many noisy trials, the maximum is biased upward.
-So the top candidates are measured again against the baseline, interleaved in rounds
-(A B0 B1 ... A B0 B1 ...) in one job on one node group, so that drift hits every side alike.
-The gain is the mean of the paired log-ratios; a change is recommended only when the gain's
-lower confidence bound (one-sided 95 %, Bonferroni-corrected for the number of candidates, so
-that picking the best of k does not pick luck) is above the noise floor, --min-gain. The
-baseline's own run-to-run spread is reported with it.
+A study's best trial is partly luck: among many noisy trials, the maximum is biased upward. So
+candidates are measured again against the baseline in one job on one node group, in rounds
+(each round runs every side once, in an order shuffled per round, so neither drift nor position
+favours a side). A side's gain is the mean of its paired log-ratios against the baseline; it is
+accepted only when both the one-sided t bound (Bonferroni-corrected over the candidates) and
+Wilcoxon's signed-rank test (on the pairs, against the floor --min-gain) clear the floor: one odd
+round cannot carry a verdict.
 
-Then the minimal env: each recommended variable is reverted in turn and measured against the
-current set, interleaved; it stays only when removing it costs something beyond noise.
+Then leave-one-out in the final environment: rounds of [all, all but v1, all but v2, ...]; a
+variable whose removal costs nothing beyond noise is dropped, and it is measured again until
+nothing drops, so the figures EXPLAIN.md gives per variable come from the environment it
+recommends. Last, the guard sweep: the final env (and its tuner table) against the baseline on
+the profile's workload, small sizes and every collective the job runs; a regression beyond noise
+at any size rejects it.
 """
 
 from __future__ import annotations
 
 import math
+import random
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
@@ -23,41 +28,18 @@ from ncdoc.tuner.backends import Measurement
 from ncdoc.tuner.dispatch import Job, Step, env_tuple
 from ncdoc.tuner.profiles import Profile
 from ncdoc.tuner.space import UNSET, SearchSpace, apply_params
+from ncdoc.tuner.stats import paired_t, wilcoxon_greater
 from ncdoc.tuner.study import summarise
 
 REPEAT_BASE = 1000      # repeat indexes of confirmation runs: fresh noise, not the study's
 CONFIDENCE = 0.95
+GUARD_TOLERANCE = 0.02  # a size is a regression when it is slower by more than this, beyond noise
 
 
-def _betacf(a: float, b: float, x: float) -> float:
-    """Continued fraction of the incomplete beta function (modified Lentz)."""
-    tiny, qab, qap, qam = 1e-300, a + b, a + 1.0, a - 1.0
-    c, d = 1.0, 1.0 - qab * x / qap
-    d = 1.0 / (d if abs(d) > tiny else tiny)
-    h = d
-    for m in range(1, 300):
-        m2 = 2 * m
-        for num in (m * (b - m) * x / ((qam + m2) * (a + m2)), -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2))):
-            d = 1.0 + num * d
-            d = 1.0 / (d if abs(d) > tiny else tiny)
-            c = 1.0 + num / c
-            c = c if abs(c) > tiny else tiny
-            h *= d * c
-        if abs(d * c - 1.0) < 1e-12:
-            break
-    return h
-
-
-def _ibeta(a: float, b: float, x: float) -> float:
-    """The regularized incomplete beta function I_x(a, b)."""
-    if x <= 0.0:
-        return 0.0
-    if x >= 1.0:
-        return 1.0
-    front = math.exp(math.lgamma(a + b) - math.lgamma(a) - math.lgamma(b) + a * math.log(x) + b * math.log1p(-x))
-    if x < (a + 1.0) / (a + b + 2.0):
-        return front * _betacf(a, b, x) / a
-    return 1.0 - front * _betacf(b, a, 1.0 - x) / b
+def rounds_for(pairs: int, tests: int) -> int:
+    """At least `pairs` rounds, and enough for Wilcoxon's test to reach 95 % over `tests` Bonferroni-
+    corrected comparisons at all (its smallest one-sided p with n rounds is 2^-n)."""
+    return max(pairs, math.floor(math.log2(max(1, tests) / (1.0 - CONFIDENCE))) + 1)
 
 
 def loss_pct(cost: float) -> float:
@@ -65,31 +47,44 @@ def loss_pct(cost: float) -> float:
     return 100.0 * (1.0 - math.exp(-cost))
 
 
-def t_quantile(p: float, df: int) -> float:
-    """Student's t quantile for p in (0.5, 1), by bisection on the CDF (no scipy needed)."""
-    def cdf(t: float) -> float:
-        return 1.0 - 0.5 * _ibeta(df / 2.0, 0.5, df / (df + t * t))
-    lo, hi = 0.0, 1e4
-    for _ in range(200):
-        mid = (lo + hi) / 2.0
-        lo, hi = (mid, hi) if cdf(mid) < p else (lo, mid)
-    return (lo + hi) / 2.0
+def pct(x: float) -> float:
+    return 100.0 * (math.exp(x) - 1.0)
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str
+    env: tuple[tuple[str, str], ...]
+    table: tuple = ()
+
+
+def interleaved_job(key: str, sides: Sequence[Side], rounds: int, workload: Any, timeout_s: float,
+                    offset: int = 0, seed: int = 0) -> Job:
+    """`rounds` rounds of one run per side, each round in its own shuffled order."""
+    rng = random.Random(f"{key}:{seed}:{offset}")
+    steps = []
+    for i in range(rounds):
+        r = REPEAT_BASE + offset + i
+        order = list(sides)
+        rng.shuffle(order)
+        steps += [Step(s.label, s.env, r, s.table) for s in order]
+    return Job(key, tuple(steps), workload, timeout_s, keep_going=True)
 
 
 @dataclass(frozen=True)
 class Comparison:
-    """B against A, from n interleaved pairs. Effects are log-ratios (0.05 ~ +5 %)."""
+    """B against A, from n paired rounds. Effects are log-ratios (0.05 ~ +5 %)."""
     label: str
-    env_a: dict[str, str]
-    env_b: dict[str, str]
     n: int
     gain: float                              # mean of log(score B) - log(score A)
-    sd: float                                # of the paired differences
-    lcb: float                               # one-sided lower confidence bound of the gain
-    noise: float                             # run-to-run spread of A: sd of its log scores
-    buckets: dict[str, tuple[float, float]]  # per bucket: (mean log-ratio, lower bound)
+    sd: float
+    lcb: float                               # one-sided t lower bound
+    p_wilcoxon: float                        # one-sided p that the gain is above the floor
+    noise: float                             # run-to-run spread of A's log score
+    buckets: dict[str, tuple[float, float]]  # per bucket: (mean log-ratio, t lower bound)
     sizes_a: dict[str, list] = field(default_factory=dict)
     sizes_b: dict[str, list] = field(default_factory=dict)
+    regressions: tuple[str, ...] = ()        # sizes where B is slower beyond noise
     failed: str = ""
 
     @property
@@ -97,54 +92,79 @@ class Comparison:
         return self.gain + (self.gain - self.lcb)
 
     def pct(self, x: float) -> float:
-        return 100.0 * (math.exp(x) - 1.0)
+        return pct(x)
+
+    def clears(self, floor: float, alpha: float) -> bool:
+        return not self.failed and self.lcb > floor and self.p_wilcoxon < alpha
 
 
-def _stats(diffs: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
-    n = len(diffs)
-    mean = statistics.fmean(diffs)
-    sd = statistics.stdev(diffs) if n > 1 else float("inf")
-    lcb = mean - t_quantile(confidence, n - 1) * sd / math.sqrt(n) if n > 1 else float("-inf")
-    return mean, sd, lcb
-
-
-def interleaved_job(key: str, envs: Sequence[tuple[str, Mapping[str, str]]], rounds: int, workload: Any,
-                    timeout_s: float, offset: int = 0) -> Job:
-    """Rounds of one run per labelled env, in the same order each round: A B A B ... or A B0 B1 A B0 B1 ..."""
-    steps = []
-    for i in range(rounds):
-        r = REPEAT_BASE + offset + i
-        steps += [Step(label, env_tuple(env), r) for label, env in envs]
-    return Job(key, tuple(steps), workload, timeout_s, keep_going=True)
-
-
-def compare(label: str, result: Any, profile: Profile, baseline_buckets: Mapping[str, float],
-            env_a: Mapping[str, str], env_b: Mapping[str, str], a: str = "A", b: str = "B",
-            confidence: float = CONFIDENCE) -> Comparison:
-    """Steps `b` against steps `a` of an interleaved job, paired by round (a failed run fails the comparison)."""
-    runs_a = [m for lab, m in result.measurements if lab == a]
-    runs_b = [m for lab, m in result.measurements if lab == b]
+def compare(label: str, result: Any, profile: Profile, baseline_buckets: Mapping[str, float], a: str, b: str,
+            *, confidence: float = CONFIDENCE, floor: float = 0.0, guard: Any = None) -> Comparison:
+    """Side `b` against side `a` of an interleaved job, paired by round (a failed run fails it).
+    With `guard` (a workload), every size of it is checked for a regression of `b`."""
     bad = [r for lab, r in getattr(result, "step_failures", ()) if lab in (a, b)]
-    if not result.ok or bad or not runs_a or len(runs_a) != len(runs_b):
-        why = bad[0] if bad else (result.reason or "no runs")
-        return Comparison(label, dict(env_a), dict(env_b), 0, 0.0, 0.0, float("-inf"), 0.0, {}, failed=why)
+    runs_a, runs_b = _pairs(result, a, b)
+    if not result.ok or bad or not runs_a:
+        return Comparison(label, 0, 0.0, 0.0, float("-inf"), 1.0, 0.0, {}, failed=bad[0] if bad else
+                          (result.reason or "no runs"))
 
     def score(m: Measurement) -> tuple[float, dict[str, float]]:
         buckets, _, _ = summarise(profile, [m], None)
         return profile.log_score(buckets, baseline_buckets), buckets
 
     sa, sb = [score(m) for m in runs_a], [score(m) for m in runs_b]
-    mean, sd, lcb = _stats([y[0] - x[0] for x, y in zip(sa, sb)], confidence)
+    diffs = [y[0] - x[0] for x, y in zip(sa, sb)]
+    mean, sd, lcb = paired_t(diffs, confidence)
     noise = statistics.stdev(x[0] for x in sa) if len(sa) > 1 else 0.0
     per_bucket = {}
     for bk in profile.buckets:
-        diffs = [math.log(max(y[1][bk.key], 1e-9)) - math.log(max(x[1][bk.key], 1e-9)) for x, y in zip(sa, sb)]
-        bm, _, bl = _stats(diffs)
+        d = [math.log(max(y[1][bk.key], 1e-9)) - math.log(max(x[1][bk.key], 1e-9)) for x, y in zip(sa, sb)]
+        bm, _, bl = paired_t(d, confidence)
         per_bucket[bk.key] = (bm, bl)
-    _, sizes_a, _ = summarise(profile, runs_a, None)
-    _, sizes_b, _ = summarise(profile, runs_b, None)
-    return Comparison(label, dict(env_a), dict(env_b), len(sa), mean, sd, lcb, noise, per_bucket,
-                      sizes_a, sizes_b)
+    regressions = tuple(guard_regressions(runs_a, runs_b, guard, confidence)) if guard else ()
+    _, sizes_a, _ = summarise(profile, runs_a, None, guard)
+    _, sizes_b, _ = summarise(profile, runs_b, None, guard)
+    return Comparison(label, len(sa), mean, sd, lcb, wilcoxon_greater(diffs, floor), noise, per_bucket,
+                      sizes_a, sizes_b, regressions)
+
+
+def _pairs(result: Any, a: str, b: str) -> tuple[list[Measurement], list[Measurement]]:
+    """A's and B's runs of the same rounds (a round where either failed is left out)."""
+    by_round: dict[int, dict[str, Measurement]] = {}
+    for (lab, m), r in zip(result.measurements, result.indexes):
+        by_round.setdefault(r, {})[lab] = m
+    runs = [(v[a], v[b]) for _, v in sorted(by_round.items()) if a in v and b in v]
+    return [x for x, _ in runs], [y for _, y in runs]
+
+
+def guard_regressions(runs_a: Sequence[Measurement], runs_b: Sequence[Measurement], workload: Any,
+                      confidence: float = CONFIDENCE) -> list[str]:
+    """Sizes where B is slower than A by more than GUARD_TOLERANCE, confidently (paired by round;
+    Bonferroni over the sizes, so that many sizes do not make noise look like a regression)."""
+    out = []
+    confidence = 1.0 - (1.0 - confidence) / max(1, sum(len(s) for _, s in workload))
+    for collective, sizes in workload:
+        for s in sizes:
+            d = []
+            for ma, mb in zip(runs_a, runs_b):
+                ra = next((r.busbw for r in ma.results(collective) if r.size == s), None)
+                rb = next((r.busbw for r in mb.results(collective) if r.size == s), None)
+                if ra and rb and ra > 0 and rb > 0:
+                    d.append(math.log(rb) - math.log(ra))
+            if len(d) < 2:
+                continue
+            mean, sd, lcb = paired_t(d, confidence)
+            ucb = mean + (mean - lcb)
+            if mean < -math.log1p(GUARD_TOLERANCE) and ucb < 0:
+                out.append(f"{collective} {_size(s)}: {pct(mean):+.1f} %")
+    return out
+
+
+def _size(n: int) -> str:
+    for unit, mult in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
+        if n >= mult and n % mult == 0:
+            return f"{n // mult}{unit}"
+    return f"{n}B"
 
 
 @dataclass(frozen=True)
@@ -156,32 +176,37 @@ class Verdict:
     why: str
 
 
-def noise_floor(cmp: Comparison, min_gain: float) -> float:
-    """The smallest gain worth recommending (log-ratio). Noise is in the lower bound already:
-    it widens with the spread of the paired differences and shrinks with more pairs."""
-    return math.log1p(min_gain)
+def _bounds(cmp: Comparison, conf: float) -> str:
+    return (f"{100 * conf:.1f} % lower bound {pct(cmp.lcb):+.1f} %, Wilcoxon p={cmp.p_wilcoxon:.3f}, "
+            f"{cmp.n} rounds")
 
 
 def confirm(run_jobs: Callable[[list[Job]], dict], candidates: Sequence[Mapping[str, str]], *,
-            base_env: Mapping[str, str], profile: Profile, baseline_buckets: Mapping[str, float], pairs: int,
-            timeout_s: float, min_gain: float) -> list[Verdict]:
-    """Re-measure the candidates (searched params) against the baseline in one interleaved job:
-    rounds of A B0 B1 ..., so every candidate is paired with the same baseline runs."""
-    workload = tuple((c, tuple(s)) for c, s in profile.workload())
-    envs = [(f"B{i}", apply_params(base_env, p)) for i, p in enumerate(candidates)]
-    res = run_jobs([interleaved_job("confirm", [("A", base_env)] + envs, pairs, workload, timeout_s)])["confirm"]
+            trial_base: Mapping[str, str], base_env: Mapping[str, str], profile: Profile,
+            baseline_buckets: Mapping[str, float], pairs: int, timeout_s: float, min_gain: float,
+            seed: int = 0) -> list[Verdict]:
+    """Re-measure the candidates against the baseline in one job: rounds of A B0 B1 ..., shuffled,
+    over the guard workload too, so a candidate that slows any size is rejected here."""
+    sides = [Side("A", env_tuple(base_env))] + [Side(f"B{i}", env_tuple(apply_params(trial_base, p)))
+                                                 for i, p in enumerate(candidates)]
+    job = final_job(sides, profile, rounds_for(pairs, len(candidates)), timeout_s, key="confirm", offset=0, seed=seed)
+    res = run_jobs([job])["confirm"]
     conf = 1.0 - (1.0 - CONFIDENCE) / max(1, len(candidates))       # Bonferroni over the candidates
+    floor = math.log1p(min_gain)
     out = []
-    for params, (lab, env_b) in zip(candidates, envs):
-        cmp = compare(f"confirm-{lab}", res, profile, baseline_buckets, base_env, env_b, b=lab, confidence=conf)
-        floor = noise_floor(cmp, min_gain)
-        bound = f"{100 * conf:.1f} % lower bound {cmp.pct(cmp.lcb):+.1f} %, {cmp.n} rounds"
+    for params, side in zip(candidates, sides[1:]):
+        cmp = compare(f"confirm-{side.label}", res, profile, baseline_buckets, "A", side.label, confidence=conf,
+                      floor=floor, guard=job.workload)
         if cmp.failed:
             ok, why = False, f"re-measurement failed: {cmp.failed}"
-        elif cmp.lcb > floor:
-            ok, why = True, f"gain {cmp.pct(cmp.gain):+.1f} % ({bound}) clears the floor {cmp.pct(floor):.1f} %"
+        elif cmp.regressions:
+            ok, why = False, (f"gain {pct(cmp.gain):+.1f} % ({_bounds(cmp, conf)}), but slower beyond noise at "
+                              + "; ".join(cmp.regressions))
+        elif cmp.clears(floor, 1.0 - conf):
+            ok, why = True, f"gain {pct(cmp.gain):+.1f} % ({_bounds(cmp, conf)}) clears the floor {pct(floor):.1f} %"
         else:
-            ok, why = False, f"gain {cmp.pct(cmp.gain):+.1f} % ({bound}) does not clear the floor {cmp.pct(floor):.1f} %"
+            ok, why = False, (f"gain {pct(cmp.gain):+.1f} % ({_bounds(cmp, conf)}) does not clear the floor "
+                              f"{pct(floor):.1f} %")
         out.append(Verdict(dict(params), cmp, floor, ok, why))
     return out
 
@@ -193,49 +218,77 @@ class VariableEffect:
     kept: bool
     cost: float            # mean log loss when the variable is reverted (> 0: it matters)
     sd: float
-    lcb: float
+    lcb: float             # lower bound of the cost
     n: int
     buckets: dict[str, tuple[float, float]]
     why: str
+    final: bool = False    # measured in the environment that is recommended
 
 
-def minimal_env(run_jobs: Callable[[list[Job]], dict], params: Mapping[str, str], *, space: SearchSpace,
-                base_env: Mapping[str, str], profile: Profile, baseline_buckets: Mapping[str, float], pairs: int,
-                timeout_s: float, min_gain: float, log: Callable[[str], None] | None = None
-                ) -> tuple[dict[str, str], list[VariableEffect]]:
-    """Drop each changed variable in turn; keep it only when dropping it measurably costs."""
+def changes(params: Mapping[str, str], trial_base: Mapping[str, str]) -> dict[str, str]:
+    """The searched values that differ from what trials start from."""
+    return {k: v for k, v in params.items() if trial_base.get(k, UNSET) != v and not (v == UNSET and k not in trial_base)}
+
+
+def leave_one_out(run_jobs: Callable[[list[Job]], dict], params: Mapping[str, str], *, space: SearchSpace,
+                  trial_base: Mapping[str, str], profile: Profile, baseline_buckets: Mapping[str, float],
+                  pairs: int, timeout_s: float, min_gain: float, log: Callable[[str], None] | None = None,
+                  seed: int = 0) -> tuple[dict[str, str], list[VariableEffect], int]:
+    """Drop every variable whose removal costs nothing beyond noise; repeat in the reduced env until
+    nothing drops. Returns the final changes, the effects (the last round's are in the final env)
+    and how many rounds of leave-one-out ran."""
     log = log or (lambda msg: None)
     workload = tuple((c, tuple(s)) for c, s in profile.workload())
-    current = {k: v for k, v in params.items() if base_env.get(k, UNSET) != v and not (v == UNSET and k not in base_env)}
-    effects: list[VariableEffect] = []
-    for n, name in enumerate(sorted(current)):
-        reduced = dict(current)
-        reduced[name] = base_env.get(name, UNSET)      # back to what jobs run with today
-        if space.violations({**reduced}):
-            effects.append(VariableEffect(name, current[name], True, 0.0, 0.0, 0.0, 0, {},
-                                          "kept: reverting it alone breaks a constraint of the space"))
-            continue
-        env_full, env_red = apply_params(base_env, current), apply_params(base_env, reduced)
-        key = f"minimal-{name}"
-        res = run_jobs([interleaved_job(key, [("A", env_full), ("B", env_red)], pairs, workload, timeout_s,
-                                        offset=5000 + 100 * n)])
-        # Bonferroni over the variables tested: with many of them, one would look useful by luck.
-        conf = 1.0 - (1.0 - CONFIDENCE) / max(1, len(current))
-        cmp = compare(key, res[key], profile, baseline_buckets, env_full, env_red, confidence=conf)
-        cost, lcb = -cmp.gain, -cmp.ucb
-        matters = not cmp.failed and lcb > 0 and cost > math.log1p(min_gain) / 2
-        if cmp.failed:
-            why = f"kept: the run without it failed ({cmp.failed})"
-        elif matters:
-            why = (f"kept: without it the score drops {loss_pct(cost):.1f} % "
-                   f"(at least {loss_pct(lcb):.1f} % at {100 * conf:.1f} % confidence)")
-        else:
-            why = f"dropped: without it the score changes {cmp.pct(cmp.gain):+.1f} %, within noise"
-        kept = matters or bool(cmp.failed)
-        buckets = {k: (-m, -(m + (m - l))) for k, (m, l) in cmp.buckets.items()}
-        effects.append(VariableEffect(name, current[name], kept, cost, cmp.sd, lcb, cmp.n, buckets, why))
-        log(f"minimal env: {name}={current[name]}: {why}")
-        if not kept:
-            current = reduced
-    final = {k: v for k, v in current.items() if base_env.get(k, UNSET) != v and not (v == UNSET and k not in base_env)}
-    return final, effects
+    current = changes(params, trial_base)
+    history: list[VariableEffect] = []
+    passes = 0
+    while len(current) > 1:
+        passes += 1
+        full = apply_params(trial_base, current)
+        sides = [Side("all", env_tuple(full))]
+        names = []
+        for name in sorted(current):
+            reduced = {**current, name: trial_base.get(name, UNSET)}
+            if space.violations(reduced):
+                continue
+            names.append(name)
+            sides.append(Side(f"-{name}", env_tuple(apply_params(trial_base, reduced))))
+        if not names:
+            break
+        key = f"loo-{passes}"
+        res = run_jobs([interleaved_job(key, sides, rounds_for(pairs, len(names)), workload, timeout_s,
+                                        offset=5000 + 100 * passes, seed=seed)])[key]
+        conf = 1.0 - (1.0 - CONFIDENCE) / max(1, len(names))   # Bonferroni over the variables
+        floor = math.log1p(min_gain) / 2
+        effects, drop = [], []
+        for name in names:
+            cmp = compare(key, res, profile, baseline_buckets, f"-{name}", "all", confidence=conf, floor=floor)
+            cost, lcb = cmp.gain, cmp.lcb
+            matters = bool(cmp.failed) or cmp.clears(floor, 1.0 - conf)
+            if cmp.failed:
+                why = f"kept: the run without it failed ({cmp.failed})"
+            elif matters:
+                why = (f"kept: without it the score drops {loss_pct(cost):.1f} % (at least {loss_pct(lcb):.1f} % at "
+                       f"{100 * conf:.1f} % confidence, Wilcoxon p={cmp.p_wilcoxon:.3f}, {cmp.n} rounds)")
+            else:
+                why = f"dropped: without it the score changes {pct(-cost):+.1f} %, within noise ({cmp.n} rounds)"
+            effects.append(VariableEffect(name, current[name], matters, cost, cmp.sd, lcb, cmp.n, cmp.buckets, why))
+            log(f"leave-one-out {passes}: {name}={current[name]}: {why}")
+            if not matters:
+                drop.append(name)
+        if not drop:
+            history += [VariableEffect(**{**e.__dict__, "final": True}) for e in effects]
+            return current, history, passes
+        history += effects
+        current = {k: v for k, v in current.items() if k not in drop}
+    return current, history, passes
+
+
+def final_job(sides: Sequence[Side], profile: Profile, pairs: int, timeout_s: float, *, key: str = "final",
+              offset: int = 9000, seed: int = 0) -> Job:
+    """The guard sweep: every side over the profile's workload and the guard workload."""
+    merged: dict[str, set[int]] = {}
+    for c, sizes in tuple(profile.workload()) + tuple(profile.guard_workload()):
+        merged.setdefault(c, set()).update(sizes)
+    workload = tuple((c, tuple(sorted(s))) for c, s in merged.items())
+    return interleaved_job(key, sides, pairs, workload, timeout_s, offset=offset, seed=seed)

@@ -57,6 +57,7 @@ class Job:
     workload: tuple[tuple[str, tuple[int, ...]], ...]
     timeout_s: float                             # per step; the job may take this times its steps
     keep_going: bool = False                     # a failed step is noted and the next one runs
+    group_hint: str = ""                         # in process: the node group to stand for (a replica)
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class JobResult:
     elapsed_s: float = 0.0
     group: str = ""
     step_failures: tuple[tuple[str, str], ...] = ()   # keep_going jobs: (label, reason) per failed step
+    indexes: tuple[int, ...] = ()                # the repeat index of each measurement (its round)
 
 
 def env_tuple(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
@@ -78,7 +80,7 @@ def env_tuple(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 def run_job(backend: Backend, job: Job, context: RunContext) -> JobResult:
     """Run every step of `job` in order; the first failing step fails the job (unless keep_going)."""
     t0 = time.monotonic()
-    out, failures = [], []
+    out, failures, indexes = [], [], []
     for step in job.steps:
         try:
             m = backend.measure(dict(step.env), job.workload, step.repeat_index,
@@ -89,11 +91,14 @@ def run_job(backend: Backend, job: Job, context: RunContext) -> JobResult:
             reason, kind = f"{type(exc).__name__}: {exc}", "error"
         else:
             out.append((step.label, m))
+            indexes.append(step.repeat_index)
             continue
         if not job.keep_going:
-            return JobResult(job.key, False, tuple(out), reason, kind, time.monotonic() - t0, context.group)
+            return JobResult(job.key, False, tuple(out), reason, kind, time.monotonic() - t0, context.group,
+                             indexes=tuple(indexes))
         failures.append((step.label, reason))
-    return JobResult(job.key, True, tuple(out), "", "", time.monotonic() - t0, context.group, tuple(failures))
+    return JobResult(job.key, True, tuple(out), "", "", time.monotonic() - t0, context.group, tuple(failures),
+                     tuple(indexes))
 
 
 class Executor:
@@ -141,7 +146,7 @@ class InProcessExecutor(Executor):
         if not self._queue:
             return []
         job = self._queue[0]                     # stays in flight while it runs: Ctrl-C reports it
-        res = run_job(self.backend, job, RunContext(group="in-process"))
+        res = run_job(self.backend, job, RunContext(group=job.group_hint or "in-process"))
         self._queue.popleft()
         return [res]
 
@@ -244,9 +249,9 @@ class RayExecutor(Executor):
             if address:
                 ray.init(address=address, **kw)
             else:
-                # A private local instance: loopback where Ray allows it, no dashboard, one
-                # custom resource per simulated node group.
-                ray.init(num_cpus=num_cpus or max(2, groups), _node_ip_address="127.0.0.1",
+                # A private local instance: loopback where Ray allows it, no dashboard, one custom
+                # resource per simulated node group; "local" even when someone ran `ray start` here.
+                ray.init(address="local", num_cpus=num_cpus or max(2, groups), _node_ip_address="127.0.0.1",
                          resources={f"{GROUP_PREFIX}{i}": 1 for i in range(groups)}, **kw)
         except ConnectionError as exc:
             raise RunnerError(f"cannot join the Ray cluster at {address}", cause=str(exc)) from None

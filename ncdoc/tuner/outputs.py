@@ -1,238 +1,167 @@
-"""What a tune leaves behind: nccl_tuner.conf (per-size algorithm table) and EXPLAIN.md.
+"""What a tune leaves behind: nccl.env (and the other formats), nccl_tuner.conf, EXPLAIN.md, summary.json.
 
-nccl_tuner.conf follows NCCL's example tuner plugin (plugins/tuner/example, nccl_facts 3.1):
-CSV `collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff`,
-lower-case names, inclusive byte ranges, first match wins. The plugin sets *nChannels = 1
-before matching, so a rule with channels=-1 runs the collective on ONE channel: every rule
-here carries the channel count that was measured, and a bucket whose count is unknown gets
-no rule at all.
+Each file is written only when it is safe to load: the env only when `ncdoc lint` passes it for
+the NCCL version in use without a warning (else no env file, and EXPLAIN.md and the console say
+why); the tuner table only when the guard sweep measured it with the env and found no size
+slower. A file a previous run left that this run does not stand behind is removed. A simulated
+tune says SIMULATED at the top of every file and in summary.json ("simulated": true).
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ncdoc.tuner.confirm import loss_pct
+from ncdoc.tuner.confirm import loss_pct, pct
 from ncdoc.tuner.datafile import format_size
-from ncdoc.tuner.profiles import Profile
+from ncdoc.tuner.knowledge import load_knowledge
 from ncdoc.tuner.space import UNSET
 
-PLUGIN_COLLECTIVES = {"broadcast": "broadcast", "reduce": "reduce", "all_gather": "allgather",
-                      "reduce_scatter": "reducescatter", "all_reduce": "allreduce"}
-PLUGIN_ALGOS = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
-                "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
-PLUGIN_PROTOS = {"ll": "ll", "ll128": "ll128", "simple": "simple"}
-MAX_BYTES = 2**64 - 1        # strtoull's maximum: "every size above"
+SIMULATED = ("SIMULATED: not measured on hardware; every figure comes from ncdoc's simulator. "
+             "Rerun with --backend nccl-tests before deploying.")
 
-
-@dataclass(frozen=True)
-class TunerRule:
-    collective: str            # plugin name: allreduce, allgather, ...
-    min_bytes: int
-    max_bytes: int
-    algorithm: str
-    protocol: str
-    channels: int
-    n_nodes: int
-    n_ranks: int
-    note: str = ""
-
-    def csv(self) -> str:
-        return (f"{self.collective},{self.min_bytes},{self.max_bytes},{self.algorithm},{self.protocol},"
-                f"{self.channels},{self.n_nodes},{self.n_ranks},-1,-1")
-
-
-def _choice_from_params(params: Mapping[str, str]) -> tuple[str | None, str | None, int | None]:
-    """Algorithm, protocol and channels a trial pinned, where it pinned exactly one of each."""
-    algo = params.get("NCCL_ALGO", UNSET)
-    proto = params.get("NCCL_PROTO", UNSET)
-    lo, hi = params.get("NCCL_MIN_NCHANNELS", UNSET), params.get("NCCL_MAX_NCHANNELS", UNSET)
-    a = algo if algo != UNSET and "," not in algo and ":" not in algo and "^" not in algo else None
-    p = proto if proto != UNSET and "," not in proto and ":" not in proto and "^" not in proto else None
-    ch = int(lo) if lo != UNSET and lo == hi and lo.isdigit() else None
-    return a, p, ch
-
-
-def tuner_rules(records: Sequence[Any], profile: Profile, *, nodes: int, nranks: int) -> tuple[list[TunerRule], list[str]]:
-    """Per collective and bucket, the algorithm/protocol/channels of the best measured trial."""
-    rules: list[TunerRule] = []
-    notes: list[str] = []
-    ok = [r for r in records if r.state == "complete" and r.buckets and r.duplicate_of is None]
-    for collective in profile.collectives:
-        plugin = PLUGIN_COLLECTIVES.get(collective)
-        if plugin is None:
-            notes.append(f"{collective}: NCCL's tuner plugin has no {collective} entry; no rules")
-            continue
-        spans = []
-        for b in sorted((b for b in profile.buckets if b.collective == collective), key=lambda b: b.sizes[0]):
-            best = max(ok, key=lambda r: r.buckets.get(b.key, 0.0), default=None)
-            if best is None:
-                continue
-            rows = {row[0]: row for row in best.sizes.get(collective, [])}
-            pa, pp, pch = _choice_from_params(best.params)
-            for s in b.sizes:
-                row = rows.get(s)
-                algo = (row[2] if row and row[2] else pa) or ""
-                proto = (row[3] if row and row[3] else pp) or ""
-                ch = row[4] if row and row[4] else pch
-                a, p = PLUGIN_ALGOS.get(algo.lower()), PLUGIN_PROTOS.get(proto.lower())
-                if not (a and p and ch):
-                    notes.append(f"{collective} {format_size(s)}: the best trial ({best.number}) does not say which "
-                                 "algorithm, protocol and channel count it ran; no rule (channels=-1 would mean 1)")
-                    continue
-                spans.append([s, s, a, p, int(ch), f"bucket {b.name}: trial {best.number}"])
-        spans.sort(key=lambda x: x[0])
-        merged: list[list] = []
-        for sp in spans:
-            if merged and merged[-1][2:5] == sp[2:5]:
-                merged[-1][1] = sp[1]
-                if sp[5] not in merged[-1][5]:
-                    merged[-1][5] += "; " + sp[5]
-            else:
-                merged.append(sp)
-        for i, sp in enumerate(merged):
-            lo = 0 if i == 0 else int(math.sqrt(merged[i - 1][1] * sp[0])) + 1
-            hi = MAX_BYTES if i == len(merged) - 1 else int(math.sqrt(sp[1] * merged[i + 1][0]))
-            rules.append(TunerRule(plugin, lo, hi, sp[2], sp[3], sp[4], nodes, nranks, sp[5]))
-        if merged:
-            # Any size without a rule would run on one channel: the ends take the nearest bucket's choice.
-            notes.append(f"{plugin}: measured from {format_size(merged[0][0])} to {format_size(merged[-1][1])}; "
-                         "smaller and larger sizes take the nearest measured bucket's choice")
-    missing = [p for c, p in PLUGIN_COLLECTIVES.items() if c not in profile.collectives]
-    if rules and missing:
-        notes.append(f"no rules for {', '.join(missing)}: under the example plugin those collectives run on ONE "
-                     "channel (it sets 1 when no rule matches), so load this table only for jobs that use the "
-                     "collectives listed")
-    return rules, notes
-
-
-def render_tuner_conf(rules: Sequence[TunerRule], *, header: Sequence[str] = ()) -> str:
-    lines = ["# nccl_tuner.conf for NCCL's example tuner plugin (plugins/tuner/example), written by ncdoc tune.",
-             "# Load it with: NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so "
-             "NCCL_TUNER_CONFIG_FILE=/path/to/nccl_tuner.conf",
-             "# Format: collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff",
-             "# Byte ranges are inclusive; the first matching rule wins. Every rule names its channel count: the",
-             "# example plugin runs a collective on ONE channel when channels is -1 or no rule matches."]
-    lines += [f"# {h}" for h in header]
-    for r in rules:
-        if r.note:
-            lines.append(f"# {r.note}")
-        lines.append(r.csv())
-    return "\n".join(lines) + "\n"
-
-
-# ---------------------------------------------------------------- EXPLAIN.md
 
 def _pct(x: float) -> str:
-    return f"{100.0 * (math.exp(x) - 1.0):+.1f} %"
+    return f"{pct(x):+.1f} %"
 
 
 def _bw(x: float | None) -> str:
     return "-" if x is None else f"{x:.1f}"
 
 
-def _size_table(profile: Profile, base_sizes: Mapping[str, list], tuned_sizes: Mapping[str, list],
+def labels(result: Any) -> list[str]:
+    return [SIMULATED] if result.simulated else []
+
+
+def _size_table(workload: Any, base_sizes: Mapping[str, list], tuned_sizes: Mapping[str, list],
                 expected: Mapping[str, float | None]) -> list[str]:
-    out = ["| collective | size | baseline busbw (GB/s) | tuned busbw (GB/s) | change | tuned, % of expected |",
+    out = ["| collective | size | baseline busbw (GB/s) | recommended busbw (GB/s) | change | % of expected |",
            "|---|---:|---:|---:|---:|---:|"]
-    for collective, sizes in profile.workload():
+    for collective, sizes in workload:
         b = {row[0]: row[1] for row in base_sizes.get(collective, [])}
         t = {row[0]: row[1] for row in tuned_sizes.get(collective, [])}
         exp = expected.get(collective)
         for s in sizes:
             bb, tt = b.get(s), t.get(s)
+            if bb is None and tt is None:
+                continue
             change = f"{100.0 * (tt / bb - 1.0):+.1f} %" if bb and tt else "-"
-            pct = f"{100.0 * tt / exp:.0f} %" if tt and exp else "-"
-            out.append(f"| {collective} | {format_size(s)} | {_bw(bb)} | {_bw(tt)} | {change} | {pct} |")
+            share = f"{100.0 * tt / exp:.0f} %" if tt and exp else "-"
+            out.append(f"| {collective} | {format_size(s)} | {_bw(bb)} | {_bw(tt)} | {change} | {share} |")
     return out
 
 
-def render_explain(result: Any, *, knowledge: Mapping[str, Mapping[str, str]], lint_findings: Sequence[str] = (),
+def _table_section(r: Any) -> list[str]:
+    t = r.table
+    lines = ["## Tuner table (nccl_tuner.conf)", ""]
+    if not t.rules:
+        lines += ["No nccl_tuner.conf was written:", ""] + [f"- {n}" for n in t.notes or ("nothing to put in it",)]
+        return lines + [""]
+    cmp = t.comparison
+    nodes, ranks = t.rules[0].n_nodes, t.rules[0].n_ranks
+    lines += [f"{len(t.rules)} rules for NCCL's example tuner plugin. Every size of every collective the plugin "
+              "steers has a rule with the channel count NCCL would choose; NCCL's own algorithm and protocol "
+              "everywhere except these measured choices:", ""]
+    lines += [f"- {o.collective} {format_size(o.lo)}-{format_size(o.hi)} bytes: {o.algo}/{o.proto} ({o.why})"
+              for o in t.overrides]
+    if cmp is not None:
+        lines += ["", f"Measured with the environment above, against it alone, {cmp.n} rounds of the guard sweep: "
+                      f"{_pct(cmp.gain)} (Wilcoxon p={cmp.p_wilcoxon:.3f}); no measured size slower."]
+    lines += ["",
+              f"The rules name communicators of {nodes} node(s) and {ranks} rank(s), the shape that was measured. "
+              "Under the example plugin a call no rule matches runs on ONE channel: load this table only in jobs "
+              "whose NCCL communicators all have that shape (data parallel over every GPU, as measured).",
+              "",
+              "Load it on every rank, the same file everywhere (ranks that disagree on an algorithm or protocol "
+              "hang or fail):",
+              "",
+              "    NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so",
+              "    NCCL_TUNER_CONFIG_FILE=/path/to/nccl_tuner.conf", ""]
+    return lines
+
+
+def render_explain(result: Any, *, lint_findings: Sequence[str] = (),
                    expected: Mapping[str, float | None] | None = None) -> str:
     """EXPLAIN.md for a TuneResult (ncdoc.tuner.run): what was set, why, and how sure we are."""
     r = result
+    know = load_knowledge().notes
     expected = expected or {}
     lines = ["# ncdoc tune: what was changed and why", ""]
+    lines += [f"> {line}" for line in labels(r)] + ([""] if r.simulated else [])
     lines += [f"- Backend: {r.backend.get('backend')}" + (f", cluster {r.backend.get('cluster')}"
-                                                          if r.backend.get("cluster") else ""),
+                                                          if r.backend.get("cluster") else "")
+              + (f", NCCL {r.nccl_version}" if r.nccl_version else ""),
               f"- Workload profile: {r.profile.name} ({r.profile.description})",
               f"- Study: {r.study_name} in {r.storage_display}; {r.trials_complete} trials measured, "
-              f"{r.trials_failed} failed, sampler {r.sampler}, {r.repeats} repeat(s) per trial (median)",
+              f"{r.trials_stopped} stopped early, {r.trials_failed} failed, sampler {r.sampler}, up to {r.repeats} "
+              f"run(s) per trial; {r.measurements} measurements in all",
+              f"- Run-to-run spread of the score: {100 * r.noise:.1f} %",
               "- Baseline: the environment jobs run with today"
               + (f" ({', '.join(f'{k}={v}' for k, v in r.baseline_env.items())})" if r.baseline_env else
                  " (no NCCL variables set: NCCL's defaults)"), ""]
-    # r.env is the baseline when nothing was recommended (final is None): only a
-    # confirmed comparison gets a "recommended" section.
-    if r.env and r.final is not None:
-        gain = r.final
-        lines += ["## Recommended environment", "",
-                  f"Measured against the baseline, interleaved, {gain.n} rounds: {_pct(gain.gain)} "
-                  f"(lower confidence bound {_pct(gain.lcb)}, above the {_pct(r.noise_floor)} floor). "
-                  f"Run-to-run spread of the baseline itself: {100 * gain.noise:.1f} %.", "",
-                  "| variable | value | what it does | without it (mean, ± sd, rounds) | helps (gain with it) |",
-                  "|---|---|---|---|---|"]
-        effects = {e.name: e for e in r.effects}
-        tuned = {k: v for k, v in r.env.items() if r.baseline_env.get(k) != v}
-        for name, value in tuned.items():
-            k = knowledge.get(name, {})
+    fin = r.final
+    if r.refused:
+        lines += ["## No env file written", "", r.refused, ""]
+    elif r.recommended or r.unset:
+        lines += ["## Recommended environment", ""]
+        if fin is not None:
+            lines += [f"Measured against the baseline in the guard sweep, {fin.n} rounds in shuffled order: "
+                      f"{_pct(fin.gain)} (lower confidence bound {_pct(fin.lcb)}, Wilcoxon p={fin.p_wilcoxon:.3f}); "
+                      "no size of the profile, of 8 B - 1 MiB or of "
+                      f"{', '.join(dict.fromkeys(r.profile.collectives + r.profile.guard))} slower beyond noise.", ""]
+        if r.replica is not None:
+            lines += [f"On a second node group: {_pct(r.replica.gain)}, no size slower.", ""]
+        effects = {e.name: e for e in r.effects if e.final}
+        lines += ["| variable | value | what it does | without it (in this env) | helps |", "|---|---|---|---|---|"]
+        for name, value in r.recommended.items():
+            k = know.get(name, {})
             e = effects.get(name)
-            if e and e.n:
-                eff = f"-{loss_pct(e.cost):.1f} % ± {100 * e.sd:.1f} %, n={e.n}"
+            if e:
+                eff = f"-{loss_pct(e.cost):.1f} % ± {100 * e.sd:.1f} %, {e.n} rounds"
                 helps = ", ".join(f"{bk} ({_pct(m)})" for bk, (m, _) in e.buckets.items() if m > 0.005) or "-"
+            elif fin is not None and len(r.recommended) == 1:
+                eff, helps = f"{_pct(-fin.gain)} (the guard sweep: it is the only change)", "-"
             else:
                 eff, helps = "not measured alone", "-"
             lines.append(f"| `{name}` | `{value}` | {k.get('what', '')} | {eff} | {helps} |")
-        kept = [f"`{k}={v}`" for k, v in r.env.items() if k not in tuned]
+        kept = [f"`{k}={v}`" for k, v in r.env.items() if k not in r.recommended]
         if kept:
             lines += ["", f"Kept as they are in the current environment: {', '.join(kept)}."]
         if r.unset:
-            lines += ["", f"Removed from the current environment (NCCL's default measured better): "
-                          f"{', '.join(f'`{k}`' for k in r.unset)}."]
+            lines += ["", f"Removed from the current environment: {', '.join(f'`{k}`' for k in r.unset)}."]
         lines.append("")
-        for name in tuned:
-            k = knowledge.get(name)
+        for name in r.recommended:
+            k = know.get(name)
             if k:
                 lines.append(f"- `{name}`: when unset, {k.get('default', '')} Usually pays off: {k.get('helps', '')}")
         lines.append("")
     else:
         lines += ["## No change recommended", "",
-                  "No candidate beat the baseline by more than the measured noise; keep the current environment.",
-                  ""]
+                  "No candidate beat the baseline by more than the measured noise; keep the current environment.", ""]
     dropped = [e for e in r.effects if not e.kept]
     if dropped:
-        lines += ["## Dropped by the minimal-env step", ""]
-        lines += [f"- `{e.name}={e.value}`: {e.why}" for e in dropped]
-        lines.append("")
+        lines += ["## Dropped by leave-one-out", ""] + [f"- `{e.name}={e.value}`: {e.why}" for e in dropped] + [""]
     lines += ["## Candidates re-measured before recommending", ""]
     for v in r.verdicts:
-        changes = ", ".join(f"{k}={val}" for k, val in v.params.items() if val != UNSET) or "(NCCL defaults)"
-        lines.append(f"- {'accepted' if v.recommended else 'rejected'}: {changes}: {v.why}")
+        ch = ", ".join(f"{k}={val}" for k, val in v.params.items() if val != UNSET) or "(NCCL defaults)"
+        lines.append(f"- {'accepted' if v.recommended else 'rejected'}: {ch}: {v.why}")
     if not r.verdicts:
-        lines.append("- none: no trial beat the baseline in the study")
-    lines.append("")
-    lines += ["## What was tried", ""]
+        lines.append("- none: no trial's estimate beat the baseline")
+    lines += ["", "## What was tried", ""]
     for name, tried in r.tried.items():
         vals = ", ".join(f"{val} (best x{best:.3f}, {n} trial{'s' if n != 1 else ''})" for val, (best, n) in tried.items())
         lines.append(f"- `{name}`: {vals}")
     if r.failures:
         lines += ["", "Failed trials (recorded as failures, not as slow results):", ""]
         lines += [f"- {n} x {reason}" for reason, n in r.failures.items()]
+    workload = fin_workload(r)
     lines += ["", "## Bus bandwidth by size", "",
               "Median busbw per size; \"% of expected\" is against the line-rate expectation"
               + (f" ({', '.join(f'{c}: {e:.0f} GB/s' for c, e in expected.items() if e)})." if any(expected.values())
                  else " (unknown for this cluster)."), ""]
-    lines += _size_table(r.profile, r.baseline_sizes, r.tuned_sizes, expected)
+    lines += _size_table(workload, r.baseline_sizes, r.tuned_sizes, expected)
     lines.append("")
-    if r.tuner_rules:
-        lines += ["## Tuner plugin table", "",
-                  f"`nccl_tuner.conf` holds {len(r.tuner_rules)} rule(s): the best measured algorithm, protocol and "
-                  "channel count per size bucket. Load it with NCCL's example tuner plugin: "
-                  "`NCCL_TUNER_PLUGIN=<path>/libnccl-tuner-example.so NCCL_TUNER_CONFIG_FILE=<path>/nccl_tuner.conf`.",
-                  ""]
-    if r.tuner_notes:
-        lines += [f"- {n}" for n in r.tuner_notes] + [""]
+    lines += _table_section(r)
     if lint_findings:
         lines += ["## Lint findings fixed on the way", ""] + [f"- {f}" for f in lint_findings] + [""]
     if r.notes:
@@ -240,92 +169,138 @@ def render_explain(result: Any, *, knowledge: Mapping[str, Mapping[str, str]], l
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------- writing the files
-
-def load_knowledge() -> dict[str, dict[str, str]]:
-    from ncdoc.resources import data_dir
-    from ncdoc.tuner import datafile
-
-    path = data_dir("tuners") / "knowledge.yaml"
-    data = datafile.load(path)
-    datafile.check_keys(data, ("schema_version", "variables"), "knowledge file", str(path), 1)
-    out = {}
-    for name, entry in (data.get("variables") or {}).items():
-        datafile.check_keys(entry, ("what", "default", "helps"), f"knowledge of {name}", str(path),
-                            datafile.line_of(data["variables"], name))
-        out[name] = {k: str(v) for k, v in entry.items()}
-    return out
+def fin_workload(r: Any) -> Any:
+    if r.final is not None:
+        merged: dict[str, set[int]] = {}
+        for c, sizes in tuple(r.profile.workload()) + tuple(r.profile.guard_workload()):
+            merged.setdefault(c, set()).update(sizes)
+        return tuple((c, tuple(sorted(s))) for c, s in merged.items())
+    return r.profile.workload()
 
 
-def _env_comments(result: Any, knowledge: Mapping[str, Mapping[str, str]]) -> dict[str, str]:
-    effects = {e.name: e for e in result.effects}
+def _env_comments(result: Any) -> dict[str, str]:
+    know = load_knowledge().notes
+    effects = {e.name: e for e in result.effects if e.final}
     out = {}
     for name in result.env:
-        if name in result.baseline_env and result.baseline_env[name] == result.env[name]:
+        if name not in result.recommended:
             out[name] = "unchanged from the current environment"
             continue
-        what = knowledge.get(name, {}).get("what", "")
         e = effects.get(name)
-        measured = (f" Without it the score drops {loss_pct(e.cost):.1f} % ({e.n} interleaved rounds)."
-                    if e and e.n else "")
-        out[name] = f"tuned: {what}{measured}".strip()
+        measured = f" Without it the score drops {loss_pct(e.cost):.1f} % ({e.n} rounds)." if e else ""
+        out[name] = f"tuned: {know.get(name, {}).get('what', '')}{measured}".strip()
     return out
 
 
 def _env_header(result: Any) -> list[str]:
     fin = result.final
-    head = [f"NCCL environment recommended by ncdoc tune (study {result.study_name}, profile {result.profile.name})."]
-    if fin is not None:
-        head.append(f"Measured against the current environment, {fin.n} interleaved rounds: {_pct(fin.gain)} "
-                    f"(lower confidence bound {_pct(fin.lcb)}). See EXPLAIN.md.")
+    head = labels(result)
+    head.append(f"NCCL environment recommended by ncdoc tune (study {result.study_name}, profile "
+                f"{result.profile.name}" + (f", NCCL {result.nccl_version}" if result.nccl_version else "") + ").")
+    if fin is not None and (result.recommended or result.unset):
+        head.append(f"Against the current environment, {fin.n} rounds of the guard sweep: {_pct(fin.gain)} "
+                    f"(lower confidence bound {_pct(fin.lcb)}); no measured size slower. See EXPLAIN.md.")
     else:
         head.append("No change beat the measured noise: this is the current environment, unchanged. See EXPLAIN.md.")
-    head += [f"Remove {name} from the environment (NCCL's default measured better)." for name in result.unset]
+    if result.unset:
+        # As a comment: ncdoc's env-file reader (what `ncdoc lint --env-file` reads) takes assignments only.
+        head.append(f"Remove from the environment jobs run with today: unset {' '.join(result.unset)}")
+    head.append("ncdoc lint passes this file for the NCCL version above without a warning.")
     return head
 
 
-def env_file_text(result: Any, fmt: str, knowledge: Mapping[str, Mapping[str, str]]) -> str:
+def env_file_text(result: Any, fmt: str) -> str:
+    import json
+
     from ncdoc.envfiles.formats import render_env
 
-    body = render_env(result.env, fmt, _env_comments(result, knowledge))
+    body = render_env(result.env, fmt, _env_comments(result))
     if fmt == "json":
-        return body
+        data = json.loads(body)
+        data["simulated"] = bool(result.simulated)
+        if result.simulated:
+            data["note"] = SIMULATED
+        return json.dumps(data, indent=2) + "\n"
     lines = _env_header(result)
     if fmt == "nccl.conf":                       # NCCL before 2.26 reads a '#' line holding '=' as a variable
         lines = [line.replace("=", " is ") for line in lines]
     head = "".join(f"# {line}\n" for line in lines)
-    if fmt == "k8s":
-        return head + body
-    tail = "".join(f"unset {name}\n" for name in result.unset) if fmt in ("sh", "slurm") else ""
-    return head + body + tail
+    return head + body
 
 
-def write_outputs(result: Any, backend: Any, records: Sequence[Any], out_dir: Any, formats: Sequence[str],
+def write_outputs(result: Any, backend: Any, out_dir: Any, formats: Sequence[str],
                   lint_findings: Sequence[str] = ()) -> Any:
-    """Write nccl.env (and the requested formats), nccl_tuner.conf, EXPLAIN.md and summary.json."""
+    """Write what is safe to load (env formats, nccl_tuner.conf), EXPLAIN.md and summary.json."""
     import dataclasses
     import json
-    from pathlib import Path
 
     from ncdoc.envfiles.formats import FILE_NAMES, write_atomic
+    from ncdoc.tuner import safety
+    from ncdoc.tuner.table import render
 
     out = Path(out_dir)
-    knowledge = load_knowledge()
-    hw = backend.hardware()
-    rules, tnotes = tuner_rules(records, result.profile, nodes=hw.nodes, nranks=hw.nodes * hw.gpus_per_node)
     files: dict[str, str] = {}
+    removed: list[str] = []
+    refused = result.refused
+    if not refused:
+        problems = safety.blocking(result.env, result.nccl_version)
+        if problems:
+            refused = (f"The environment would lint with {len(problems)} warning(s) or error(s) for NCCL "
+                       f"{result.nccl_version or '(version unknown)'}, so it was not written: " + "; ".join(problems)
+                       + ". Fix today's environment (ncdoc lint) and tune again.")
     for fmt in dict.fromkeys(("sh",) + tuple(formats)):
-        files[fmt] = str(write_atomic(out / FILE_NAMES[fmt], env_file_text(result, fmt, knowledge)))
-    files["tuner_conf"] = str(write_atomic(out / "nccl_tuner.conf", render_tuner_conf(
-        rules, header=[f"study {result.study_name}; {hw.nodes} node(s) x {hw.gpus_per_node} GPU(s)"] + tnotes)))
-    result = dataclasses.replace(result, tuner_rules=tuple(rules), tuner_notes=tuple(tnotes))
+        path = out / FILE_NAMES[fmt]
+        if refused:
+            if path.exists():
+                path.unlink()
+                removed.append(path.name)
+            continue
+        files[fmt] = str(write_atomic(path, env_file_text(result, fmt)))
+    conf = out / "nccl_tuner.conf"
+    if result.table.rules and not refused:
+        head = labels(result) + [f"study {result.study_name}; NCCL {result.nccl_version or 'version unknown'}; "
+                                 f"measured with the env in nccl.env (see EXPLAIN.md)"]
+        files["tuner_conf"] = str(write_atomic(conf, render(result.table.rules, header=head)))
+    elif conf.exists():
+        conf.unlink()
+        removed.append(conf.name)
+    notes = result.notes + tuple(f"{name} from an earlier run removed: this run does not stand behind it"
+                                 for name in removed)
+    result = dataclasses.replace(result, refused=refused, notes=notes,
+                                 table=result.table if files.get("tuner_conf") else
+                                 dataclasses.replace(result.table, rules=(), overrides=()))
     expected = {}
     for c in result.profile.collectives:
         exp = backend.expectation(c)
         expected[c] = getattr(exp, "expected_busbw", None) if exp is not None else None
-    files["explain"] = str(write_atomic(out / "EXPLAIN.md", render_explain(
-        result, knowledge=knowledge, lint_findings=lint_findings, expected=expected)))
+    files["explain"] = str(write_atomic(out / "EXPLAIN.md", render_explain(result, lint_findings=lint_findings,
+                                                                           expected=expected)))
     files["summary"] = str(out / "summary.json")
     result = dataclasses.replace(result, files=files)
     write_atomic(out / "summary.json", json.dumps(result.to_json(), indent=2) + "\n")
     return result
+
+
+def console_summary(result: Any) -> str:
+    """What `ncdoc tune` prints on stdout."""
+    r = result
+    lines = labels(r)
+    lines.append(f"ncdoc tune: {r.trials_complete} trials measured ({r.trials_stopped} stopped early, "
+                 f"{r.trials_failed} failed, {r.measurements} measurements), backend {r.backend.get('backend')}"
+                 + (f" ({r.backend['cluster']})" if r.backend.get("cluster") else "") + f", profile {r.profile.name}")
+    if r.refused:
+        lines.append(f"nothing written to deploy: {r.refused}")
+    elif r.final is not None and (r.recommended or r.unset):
+        f = r.final
+        lines.append(f"recommended: {pct(f.gain):+.1f} % busbw against the current environment "
+                     f"(lower confidence bound {pct(f.lcb):+.1f} %, {f.n} rounds; no measured size slower):")
+        lines += [f"  {k}={v}" for k, v in r.recommended.items()]
+        lines += [f"  unset {k}" for k in r.unset]
+    else:
+        lines.append("no change recommended: nothing beat the current environment by more than the measured noise")
+    if r.table.rules:
+        lines.append(f"tuner table: {len(r.table.rules)} rules ({len(r.table.overrides)} measured choice(s)); load "
+                     "it on every rank (see EXPLAIN.md)")
+    lines.append("files:")
+    lines += [f"  {path}" for path in r.files.values()]
+    return "\n".join(lines)

@@ -33,11 +33,18 @@ class Bucket:
         return f"{self.collective}:{self.name}"
 
 
+# Small sizes every guard sweep covers (8 B - 1 MiB): where a bandwidth gain most often costs latency.
+GUARD_SMALL = (8, 1 << 10, 64 << 10, 1 << 20)
+# Sizes a guard collective outside the profile is measured at, besides the small ones.
+GUARD_SPREAD = (8 << 20, 64 << 20, 256 << 20)
+
+
 @dataclass(frozen=True)
 class Profile:
     name: str
     description: str
     buckets: tuple[Bucket, ...]
+    guard: tuple[str, ...] = ()              # collectives the job also runs (see profiles.yaml)
 
     @property
     def collectives(self) -> tuple[str, ...]:
@@ -50,6 +57,16 @@ class Profile:
             sizes.setdefault(b.collective, set()).update(b.sizes)
         return tuple((c, tuple(sorted(s))) for c, s in sizes.items())
 
+    def guard_workload(self) -> tuple[tuple[str, tuple[int, ...]], ...]:
+        """What the final env is checked on before it is recommended: every collective of the
+        profile and of its guard list, at the small sizes and at the profile's own (or a spread)."""
+        own = dict(self.workload())
+        out = []
+        for c in dict.fromkeys(self.collectives + self.guard):
+            sizes = set(GUARD_SMALL) | set(own.get(c, GUARD_SPREAD))
+            out.append((c, tuple(sorted(sizes))))
+        return tuple(out)
+
     def restrict(self, collectives: Sequence[str]) -> "Profile":
         """The profile for exactly these collectives: theirs kept, missing ones given the sizes
         and weights of the profile's first collective (so --collectives works with any profile)."""
@@ -61,7 +78,7 @@ class Profile:
         for c in collectives:
             if not any(b.collective == c for b in kept):
                 kept += [Bucket(b.name, c, b.sizes, b.weight) for b in template]
-        return Profile(self.name, self.description, tuple(kept))
+        return Profile(self.name, self.description, tuple(kept), self.guard)
 
     def bucket_busbw(self, sizes_busbw: Mapping[str, Mapping[int, float]]) -> dict[str, float]:
         """Per bucket key, the geometric mean busbw over its sizes."""
@@ -82,7 +99,7 @@ class Profile:
         return acc / total
 
     def to_dict(self) -> dict:
-        return {"name": self.name, "description": self.description,
+        return {"name": self.name, "description": self.description, "guard": list(self.guard),
                 "buckets": [{"name": b.name, "collective": b.collective, "sizes": list(b.sizes),
                              "weight": b.weight} for b in self.buckets]}
 
@@ -105,7 +122,7 @@ def load_profiles(path: str | None = None) -> tuple[dict[str, Profile], str]:
     out = {}
     for name, prof in raw.items():
         pline = line_of(raw, name)
-        check_keys(prof, ("description", "buckets"), f"profile {name}", p, pline, required=("buckets",))
+        check_keys(prof, ("description", "buckets", "guard"), f"profile {name}", p, pline, required=("buckets",))
         buckets = []
         if not isinstance(prof["buckets"], list) or not prof["buckets"]:
             raise InputError(f"profile {name}: buckets must be a non-empty list", path=p, line=pline)
@@ -127,7 +144,11 @@ def load_profiles(path: str | None = None) -> tuple[dict[str, Profile], str]:
         keys = [bk.key for bk in buckets]
         if len(set(keys)) != len(keys):
             raise InputError(f"profile {name}: two buckets share a name and collective", path=p, line=pline)
-        out[name] = Profile(name, str(prof.get("description", "")).strip(), tuple(buckets))
+        guard = prof.get("guard", [])
+        if not isinstance(guard, list) or any(g not in COLLECTIVES for g in guard):
+            raise InputError(f"profile {name}: guard must list collectives (known: {', '.join(COLLECTIVES)})",
+                             path=p, line=line_of(prof, "guard", pline))
+        out[name] = Profile(name, str(prof.get("description", "")).strip(), tuple(buckets), tuple(guard))
     default = data.get("default", next(iter(out)))
     if default not in out:
         raise InputError(f"default profile {default!r} is not defined", path=p, line=line_of(data, "default"))

@@ -1,13 +1,17 @@
 """`run_tune`: the whole tune as one use case (the CLI and `ncdoc demo` call this).
 
-backend -> search space narrowed to its hardware -> study (baseline, trials) -> top-k
-re-measured against the baseline, interleaved -> minimal env -> final interleaved check ->
-nccl.env (+ other formats), nccl_tuner.conf, EXPLAIN.md, summary.json, all written atomically.
+backend -> search space narrowed to the hardware and to what may be recommended (safety.py) ->
+study (baseline, screening, joint search) -> candidates re-measured against the baseline ->
+leave-one-out in the final env -> per-size tuner table from probes (where the backend can load
+one) -> guard sweep of the final env (and table) against the baseline -> nccl.env (+ other
+formats), nccl_tuner.conf, EXPLAIN.md, summary.json, all written atomically, each file only when
+it is safe to load.
 """
 
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import sys
 from collections import Counter
@@ -17,14 +21,15 @@ from typing import Any, Callable
 
 from ncdoc.errors import UsageError
 from ncdoc.tuner.backends import BACKENDS, Backend
-from ncdoc.tuner.confirm import (Comparison, Verdict, VariableEffect, compare, confirm, interleaved_job, minimal_env,
-                                 noise_floor)
+from ncdoc.tuner.confirm import (Comparison, Side, Verdict, VariableEffect, changes, compare, confirm, final_job,
+                                 leave_one_out, pct)
 from ncdoc.tuner.profiles import Profile, get_profile
 from ncdoc.tuner.space import UNSET, SearchSpace, apply_params
 from ncdoc.tuner.space_file import load_space
-from ncdoc.tuner.study import StudyConfig, TrialRecord, TuneStudy, check_sampler, storage_for
+from ncdoc.tuner.study import (StudyConfig, TrialRecord, TuneStudy, check_sampler, incumbent, ranked_trials,
+                               storage_for)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -35,8 +40,8 @@ class TuneOptions:
     example: str | None = None
     nodes: int | None = None
     fabric: dict = field(default_factory=dict)   # simulator fabric fields (fabric, nic_rate_gbps, ...)
-    trials: int = 50
-    repeats: int = 3
+    trials: int = 40
+    repeats: int = 2
     profile: str | None = None
     collectives: tuple[str, ...] = ()
     space: str | None = None
@@ -51,15 +56,25 @@ class TuneOptions:
     out: str = "ncdoc-tune"
     seed: int = 0
     formats: tuple[str, ...] = ("sh",)
-    top_k: int = 3
-    confirm_pairs: int = 8
+    top_k: int = 2
+    confirm_pairs: int = 6
     min_gain: float = 0.01
+    replicate: bool = False                  # run the final comparison on a second node group too
     nccl_tests_dir: str | None = None
     gpus_per_node: int | None = None
     hosts: tuple[str, ...] = ()
     mpirun: str = "mpirun"
+    tuner_plugin: str | None = None          # NCCL's libnccl-tuner-example.so, for the real backends
     sim_failures: str = "report"             # report | emulate (a simulated hang really hangs)
     lint_findings: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class TableResult:
+    rules: tuple = ()                        # what nccl_tuner.conf holds (empty: no file)
+    overrides: tuple = ()                    # the measured choices in it
+    comparison: Comparison | None = None     # env + table against env alone
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,7 @@ class TuneResult:
     sampler: str
     repeats: int
     backend: dict
+    simulated: bool
     profile: Profile
     space: dict
     baseline_env: dict
@@ -77,39 +93,58 @@ class TuneResult:
     baseline_sizes: dict
     trials_complete: int
     trials_failed: int
+    trials_stopped: int
     requeued: tuple[int, ...]
     best: TrialRecord | None
     verdicts: tuple[Verdict, ...]
     effects: tuple[VariableEffect, ...]
-    env: dict                                # recommended values to set (the minimal env), in order
+    env: dict                                # the environment to deploy (None-free), in order
     unset: tuple[str, ...]                   # variables to remove from today's environment
-    final: Comparison | None                 # the recommended env against the baseline
+    final: Comparison | None                 # the recommended env against the baseline (guard sweep)
+    replica: Comparison | None
+    noise: float
     noise_floor: float
     tuned_sizes: dict
     tried: dict
     failures: dict
-    tuner_rules: tuple = ()
-    tuner_notes: tuple[str, ...] = ()
+    measurements: int
+    nccl_version: str | None
+    table: TableResult = TableResult()
+    refused: str = ""                        # why nccl.env was not written
     files: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+
+    @property
+    def recommended(self) -> dict[str, str]:
+        """What changes against today's environment (empty: nothing)."""
+        return {k: v for k, v in self.env.items() if self.baseline_env.get(k) != v}
 
     def to_json(self) -> dict[str, Any]:
         fin = self.final
         return {
             "schema_version": SCHEMA_VERSION, "out_dir": self.out_dir, "study_name": self.study_name,
+            "backend": self.backend.get("backend"), "simulated": self.simulated, "cluster": self.backend,
             "storage": self.storage_display, "sampler": self.sampler, "repeats": self.repeats,
-            "backend": self.backend, "profile": self.profile.name, "space": self.space,
+            "profile": self.profile.name, "nccl_version": self.nccl_version, "space": self.space,
             "baseline_env": self.baseline_env, "trials_complete": self.trials_complete,
-            "trials_failed": self.trials_failed, "requeued": list(self.requeued),
+            "trials_failed": self.trials_failed, "trials_stopped_early": self.trials_stopped,
+            "measurements": self.measurements, "requeued": list(self.requeued),
             "best_trial": None if self.best is None else {"number": self.best.number, "score": self.best.value,
                                                           "changes": self.best.changes()},
-            "recommended_env": self.env, "unset": list(self.unset),
-            "gain": None if fin is None else {"pct": round(fin.pct(fin.gain), 2), "lower_bound_pct":
-                                              round(fin.pct(fin.lcb), 2), "pairs": fin.n},
-            "noise_floor_pct": round(100 * self.noise_floor, 2),
+            "recommended_env": self.env if not self.refused else None, "changes": self.recommended,
+            "unset": list(self.unset), "refused": self.refused or None,
+            "gain": None if fin is None else {"pct": round(pct(fin.gain), 2), "lower_bound_pct":
+                                              round(pct(fin.lcb), 2), "wilcoxon_p": round(fin.p_wilcoxon, 4),
+                                              "rounds": fin.n, "regressions": list(fin.regressions)},
+            "replica": None if self.replica is None else {"pct": round(pct(self.replica.gain), 2),
+                                                          "regressions": list(self.replica.regressions)},
+            "noise_pct": round(100 * self.noise, 2), "noise_floor_pct": round(100 * self.noise_floor, 2),
             "candidates": [{"changes": {k: v for k, v in v.params.items() if v != UNSET}, "recommended": v.recommended,
                             "why": v.why} for v in self.verdicts],
-            "minimal_env": [{"name": e.name, "value": e.value, "kept": e.kept, "why": e.why} for e in self.effects],
+            "minimal_env": [{"name": e.name, "value": e.value, "kept": e.kept, "why": e.why, "final": e.final}
+                            for e in self.effects],
+            "tuner_table": {"rules": len(self.table.rules), "overrides": [o.__dict__ for o in self.table.overrides],
+                            "notes": list(self.table.notes)},
             "failures": self.failures, "files": self.files, "notes": list(self.notes),
         }
 
@@ -132,6 +167,13 @@ def _nccl_env(values: dict[str, str]) -> dict[str, str]:
     return {k: v for k, v in values.items() if k.startswith("NCCL_")}
 
 
+def no_cluster_message() -> str:
+    from ncdoc.tuner.sim import PRESETS
+    return ("this machine has no GPU, so there is no cluster to tune: say which one to simulate with --preset "
+            f"NAME (one of: {', '.join(PRESETS)}), or give its node with --snapshot FILE or --example NAME "
+            "(and --nodes); on a GPU node, --backend nccl-tests measures the real one")
+
+
 def create_backend(opts: TuneOptions, log: Callable[[str], None]) -> Backend:
     name = opts.backend or ("nccl-tests" if has_gpu() else "sim")
     if name not in BACKENDS:
@@ -141,6 +183,8 @@ def create_backend(opts: TuneOptions, log: Callable[[str], None]) -> Backend:
         from ncdoc.tuner.backends.sim import SimBackend, sim_cluster
         if opts.preset and snap is not None:
             raise UsageError("--preset and --snapshot/--example both describe the cluster; give one")
+        if not opts.preset and snap is None:
+            raise UsageError(no_cluster_message())
         cluster = sim_cluster(preset=opts.preset, snapshot=snap, nodes=opts.nodes, **opts.fabric)
         base = _nccl_env(snap.env.as_dict()) if snap is not None else {}
         return SimBackend(cluster, seed=opts.seed, base_env=base, emulate_failures=opts.sim_failures == "emulate")
@@ -154,7 +198,8 @@ def create_backend(opts: TuneOptions, log: Callable[[str], None]) -> Backend:
     fab = {k: v for k, v in opts.fabric.items() if k in ("fabric", "gpus_per_node")}
     if opts.gpus_per_node:
         fab["gpus_per_node"] = opts.gpus_per_node
-    hw = SimBackend(sim_cluster(snapshot=snap, nodes=nodes, **fab)).hardware()
+    model = sim_cluster(snapshot=snap, nodes=nodes, **fab)
+    hw = SimBackend(model).hardware()
     expect = expected_bandwidth(snap, nodes=nodes, local_ranks=hw.gpus_per_node)
     base = _nccl_env(dict(os.environ))
     if name == "torch":
@@ -162,16 +207,22 @@ def create_backend(opts: TuneOptions, log: Callable[[str], None]) -> Backend:
         why = available()
         if why:
             raise UsageError(f"backend torch is not available: {why}")
-        return TorchBackend(hardware=hw, base_env=base, expectation=expect)
-    from ncdoc.tuner.backends.nccl_tests import NcclTestsBackend
-    return NcclTestsBackend(opts.nccl_tests_dir, hardware=hw, base_env=base, gpus_per_node=opts.gpus_per_node,
-                            hosts=opts.hosts, mpirun=opts.mpirun, expectation=expect,
-                            collectives=get_profile(opts.profile, opts.collectives).collectives)
+        backend: Backend = TorchBackend(hardware=hw, base_env=base, expectation=expect, tuner_plugin=opts.tuner_plugin,
+                                        table_dir=opts.out)
+    else:
+        from ncdoc.tuner.backends.nccl_tests import NcclTestsBackend
+        backend = NcclTestsBackend(opts.nccl_tests_dir, hardware=hw, base_env=base, gpus_per_node=opts.gpus_per_node,
+                                   hosts=opts.hosts, mpirun=opts.mpirun, expectation=expect,
+                                   collectives=get_profile(opts.profile, opts.collectives).collectives,
+                                   tuner_plugin=opts.tuner_plugin, table_dir=opts.out)
+    backend.model_cluster = model            # ncdoc's model of NCCL's choices on this hardware (tables)
+    return backend
 
 
 def _check(opts: TuneOptions) -> None:
-    if opts.trials < 1 or opts.repeats < 1 or opts.confirm_pairs < 2 or opts.top_k < 0:
-        raise UsageError("--trials and --repeats must be >= 1, --confirm-pairs >= 2, --top-k >= 0")
+    if opts.trials < 1 or opts.repeats < 1 or opts.confirm_pairs < 5 or opts.top_k < 0:
+        raise UsageError("--trials and --repeats must be >= 1, --confirm-pairs >= 5 (Wilcoxon's test needs them), "
+                         "--top-k >= 0")
     check_sampler(opts.sampler)
     from ncdoc.envfiles.formats import FORMATS
     bad = [f for f in opts.formats if f not in FORMATS]
@@ -180,69 +231,119 @@ def _check(opts: TuneOptions) -> None:
 
 
 def _space(opts: TuneOptions, backend: Backend, profile: Profile, log: Callable[[str], None]) -> SearchSpace:
+    from ncdoc.tuner.safety import safe_space
+
     hw = backend.hardware()
     space = load_space(opts.space or hw.fabric)
     if space.fabric not in ("any", hw.fabric):
         log(f"note: search space {space.name!r} is written for fabric {space.fabric}, the cluster uses {hw.fabric}")
-    return space.for_hardware(hw, profile.collectives)
+    return safe_space(space, hw, profile.collectives)
 
 
-def _candidates(records: list[TrialRecord], base_env: dict, k: int) -> list[dict[str, str]]:
+def _candidates(ranked: list[tuple[TrialRecord, float]], trial_base: dict, k: int) -> list[dict[str, str]]:
     seen, out = set(), []
-    for r in sorted((r for r in records if r.state == "complete" and r.value and r.value > 1.0),
-                    key=lambda r: -r.value):
-        if apply_params(base_env, r.params) == base_env:
+    for r, est in ranked:
+        if est <= 0 or len(out) >= k:
+            break
+        if not changes(r.params, trial_base):
             continue
         key = tuple(sorted(r.params.items()))
         if key not in seen:
             seen.add(key)
             out.append(dict(r.params))
-        if len(out) >= k:
-            break
     return out
 
 
 def _tried(records: list[TrialRecord], space: SearchSpace) -> dict[str, dict[str, tuple[float, int]]]:
+    """Per variable and value: the best score of the trials that tried it (stopped ones by their runs)."""
     out: dict[str, dict[str, tuple[float, int]]] = {}
     for var in space.variables:
         per: dict[str, list[float]] = {}
         for r in records:
-            if r.state == "complete" and r.value is not None and r.duplicate_of is None:
-                per.setdefault(r.params.get(var.name, UNSET), []).append(r.value)
+            if r.state in ("complete", "stopped") and r.mean is not None and r.duplicate_of is None:
+                per.setdefault(r.params.get(var.name, UNSET), []).append(math.exp(r.mean))
         out[var.name] = {v: (max(vals), len(vals)) for v, vals in per.items()}
     return out
+
+
+def _search_table(study: TuneStudy, backend: Backend, env: dict, profile: Profile, opts: TuneOptions,
+                  timeout: float, log: Callable[[str], None]) -> tuple[tuple, tuple, list[str]]:
+    """Probe each (algorithm, protocol) NCCL could run for the profile's collectives in the final
+    env; where one beats NCCL's own choice by more than noise at measured sizes, a table with that
+    choice there and NCCL's everywhere else. Returns (rules, overrides, notes)."""
+    from ncdoc.tuner.table import COLLECTIVES
+    from ncdoc.tuner.table_build import build, overrides_from_probes, probe_tables
+
+    notes: list[str] = []
+    why = backend.table_support()
+    model = getattr(backend, "model_cluster", None)
+    steerable = [c for c in profile.collectives if c in COLLECTIVES]
+    if not steerable:
+        return (), (), [f"no tuner table: NCCL's tuner plugin does not steer {', '.join(profile.collectives)}"]
+    if why:
+        return (), (), [f"no tuner table: {why}"]
+    if model is None:
+        return (), (), ["no tuner table: ncdoc has no model of NCCL's choices for this backend"]
+    probes = probe_tables(model, env, profile)
+    if not probes:
+        return (), (), ["no tuner table: NCCL has one algorithm and protocol for every measured size"]
+    from ncdoc.tuner.dispatch import env_tuple
+    from ncdoc.tuner.confirm import interleaved_job
+    sides = [Side("env", env_tuple(env))] + [Side(p.label, env_tuple(env), p.rules) for p in probes]
+    log(f"tuner table: probing {len(probes)} algorithm/protocol choice(s) against NCCL's own")
+    res = study.run_jobs([interleaved_job("probe", sides, 1, tuple(profile.workload()), timeout, offset=7000,
+                                          seed=opts.seed)])["probe"]
+    overrides = overrides_from_probes(res, probes, profile, model, env, noise=study.noise, min_gain=opts.min_gain)
+    if not overrides:
+        return (), (), ["no tuner table: no algorithm/protocol beat NCCL's own choice beyond noise at a measured size"]
+    # Every collective the plugin steers gets rules, measured or not: one it left out would run on ONE channel.
+    rules = build(model, env, list(COLLECTIVES), overrides)
+    return tuple(rules), tuple(overrides), notes
 
 
 def run_tune(options: TuneOptions, *, progress: Any = None, backend: Backend | None = None) -> TuneResult:
     """Run a whole tune. `progress`: an ncdoc.tuner.progress.Progress (default: silent);
     `backend`: a ready Backend instead of the one the options describe (custom backends, tests)."""
+    from ncdoc.tuner import safety
     from ncdoc.tuner.dispatch import make_executor
-    from ncdoc.tuner.progress import Progress
     from ncdoc.tuner.outputs import write_outputs
+    from ncdoc.tuner.progress import Progress
 
     opts = options
     _check(opts)
     prog = progress or Progress(quiet=True)
     log = prog.note
     out_dir = Path(opts.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
     backend = backend or create_backend(opts, log)
+    out_dir.mkdir(parents=True, exist_ok=True)
     profile = get_profile(opts.profile, opts.collectives)
     space = _space(opts, backend, profile, log)
+    hw = backend.hardware()
+    version = hw.nccl_version
     timeout = opts.timeout_s or (60.0 if backend.name == "sim" else 600.0)
     storage = storage_for(opts.storage, out_dir)
-    display = opts.storage or str(out_dir / "study.db")
-    groups = opts.groups
-    cfg = StudyConfig(opts.study_name, display, opts.sampler, opts.seed, opts.trials, opts.repeats, timeout, opts.resume)
+    from ncdoc.tuner.storage import DEFAULT_NAME
+    display = opts.storage or str(out_dir / DEFAULT_NAME)
     base_env = backend.baseline_env()
+    flagged = safety.flagged(base_env, version)
+    trial_base = {k: v for k, v in base_env.items() if k not in flagged}
+    for name, why in flagged.items():
+        log(f"{name}={base_env[name]} in today's environment: {why}; trials run without it")
+    cfg = StudyConfig(opts.study_name, display, opts.sampler, opts.seed, opts.trials, opts.repeats, timeout,
+                      opts.resume, min_gain=opts.min_gain)
+    if backend.simulated:
+        log("SIMULATED: every figure comes from ncdoc's simulator, not from hardware")
     log(f"{backend.name} backend: {', '.join(f'{k}={v}' for k, v in backend.describe().items() if k != 'backend')}")
     log(f"search space {space.name}: {len(space.variables)} variables, {space.size} combinations; "
         f"profile {profile.name}: {', '.join(b.key for b in profile.buckets)}")
+    floor = math.log1p(opts.min_gain)
+    groups = opts.groups or (2 if opts.replicate and opts.executor == "ray" else None)
     # Ray prints worker-death notices on stdout from a background thread; stdout is for reports.
     with contextlib.redirect_stdout(sys.stderr), \
             make_executor(backend, kind=opts.executor, address=opts.ray_address, groups=groups, log=log) as ex:
         info_slots = ex.slots
-        study = TuneStudy(cfg, space, profile, ex, storage=storage, base_env=base_env, describe=backend.describe(),
+        study = TuneStudy(cfg, space, profile, ex, storage=storage, base_env=base_env, trial_base=trial_base,
+                          describe=backend.describe(),
                           on_progress=lambda info: prog.update({**info, "slots": info_slots}), log=log)
         study.open()
         baseline = study.measure_baseline()
@@ -250,46 +351,104 @@ def run_tune(options: TuneOptions, *, progress: Any = None, backend: Backend | N
         prog.finish()
         records = study.records()
         base_buckets = baseline["buckets"]
-        cands = _candidates(records, base_env, opts.top_k)
-        common = dict(base_env=base_env, profile=profile, baseline_buckets=base_buckets, pairs=opts.confirm_pairs,
-                      timeout_s=timeout, min_gain=opts.min_gain)
-        log(f"re-measuring {len(cands)} candidate(s) against the baseline in {opts.confirm_pairs} interleaved rounds")
-        verdicts = confirm(study.run_jobs, cands, **common) if cands else []
+        noise = study.noise
+        ranked = ranked_trials(records, noise)
+        cands = _candidates(ranked, trial_base, opts.top_k)
+        common = dict(trial_base=trial_base, profile=profile, baseline_buckets=base_buckets, pairs=opts.confirm_pairs,
+                      timeout_s=timeout, min_gain=opts.min_gain, seed=opts.seed)
+        verdicts: list[Verdict] = []
+        if cands:
+            log(f"re-measuring {len(cands)} candidate(s) against the baseline in {opts.confirm_pairs} rounds")
+            verdicts = confirm(study.run_jobs, cands, base_env=base_env, **common)
         accepted = sorted((v for v in verdicts if v.recommended), key=lambda v: -v.comparison.gain)
         effects: list[VariableEffect] = []
-        final, floor = None, max(opts.min_gain, 0.0)
-        env_params: dict[str, str] = {}
+        final_changes: dict[str, str] = {}
         if accepted:
-            win = accepted[0]
-            floor = win.noise_floor
-            env_params, effects = minimal_env(study.run_jobs, win.params, space=space, log=log, **common)
-            if env_params == {k: v for k, v in win.params.items() if base_env.get(k, UNSET) != v
-                              and not (v == UNSET and k not in base_env)}:
-                final = win.comparison
-            elif env_params:
-                env_b = apply_params(base_env, env_params)
-                job = interleaved_job("final", [("A", base_env), ("B", env_b)], opts.confirm_pairs,
-                                      tuple(profile.workload()), timeout, offset=9000)
-                final = compare("final", study.run_jobs([job])["final"], profile, base_buckets, base_env, env_b)
-                # The reduced env is a new configuration: it must clear the same bar on fresh runs.
-                if final.failed or final.lcb <= noise_floor(final, opts.min_gain):
-                    log(f"the minimal env ({', '.join(f'{k}={v}' for k, v in env_params.items())}) did not clear "
-                        f"the floor on its own re-measurement ({final.pct(final.gain):+.1f} %); nothing is recommended")
-                    final, env_params = None, {}
+            final_changes, effects, _ = leave_one_out(study.run_jobs, accepted[0].params, space=space, log=log,
+                                                      **{k: v for k, v in common.items() if k != "base_env"})
+        env = apply_params(trial_base, final_changes)
+        env, default_notes = safety.without_defaults(env, version)
+        rules, overrides, table_notes = _search_table(study, backend, env, profile, opts, timeout, log)
+        final = replica = table_cmp = None
+        if env != base_env or rules:
+            from ncdoc.tuner.dispatch import env_tuple
+            sides = [Side("A", env_tuple(base_env)), Side("B", env_tuple(env))]
+            if rules:
+                sides.append(Side("T", env_tuple(env), tuple(rules)))
+            jobs = [final_job(sides, profile, opts.confirm_pairs, timeout, seed=opts.seed)]
+            if opts.replicate:
+                jobs.append(final_job(sides, profile, opts.confirm_pairs, timeout, key="replica", offset=20000,
+                                      seed=opts.seed + 1))
+                jobs[-1] = _on_another_group(jobs[-1])
+            log("guard sweep: the final env" + (" and its tuner table" if rules else "") + " against the baseline, "
+                f"{opts.confirm_pairs} rounds over the profile, small sizes and {', '.join(profile.guard) or 'no other'} "
+                "collective(s)")
+            res = study.run_jobs(jobs)
+            guard = jobs[0].workload
+            final = compare("final", res["final"], profile, base_buckets, "A", "B", floor=floor, guard=guard)
+            if rules:
+                table_cmp = compare("table", res["final"], profile, base_buckets, "B", "T", guard=guard)
+            if opts.replicate:
+                replica = compare("replica", res["replica"], profile, base_buckets, "A", "B", floor=floor, guard=guard)
+    verdict_notes: list[str] = []
+    env_ok = True                            # the env the guard sweep measured may be recommended
+    if final is not None and final_changes:
+        env_ok = final.clears(floor, 0.05) and not final.regressions and \
+            (replica is None or (replica.gain > 0 and not replica.regressions))
+        if not env_ok:
+            why = final.failed or ("; ".join(final.regressions) if final.regressions else
+                                   f"{pct(final.gain):+.1f} % (lower bound {pct(final.lcb):+.1f} %, "
+                                   f"Wilcoxon p={final.p_wilcoxon:.3f})")
+            if replica is not None and (replica.gain <= 0 or replica.regressions):
+                why += f"; on the second node group {pct(replica.gain):+.1f} %"
+            verdict_notes.append(f"the final env failed the guard sweep ({why}); nothing is recommended")
+            log(verdict_notes[-1])
+            final_changes = {}
+            env = dict(trial_base)
+    elif final is not None and flagged:
+        # Only what lint flags is removed: it must not cost anything, no gain needed.
+        env_ok = not final.failed and not final.regressions
+        if not env_ok:
+            verdict_notes.append("removing " + ", ".join(flagged) + " from today's environment regresses ("
+                                 + (final.failed or "; ".join(final.regressions)) + ")")
+            log(verdict_notes[-1])
+            env = dict(base_env)               # lints with warnings: outputs will refuse to write it
+    if env_ok and flagged and not final_changes and final is None:
+        env = dict(trial_base)
+    table = TableResult(notes=tuple(table_notes))
+    if rules and table_cmp is not None:
+        if not env_ok:
+            table = TableResult(notes=tuple(table_notes) + ("no tuner table: it was measured with an environment "
+                                                            "that is not recommended",))
+        elif table_cmp.failed or table_cmp.regressions or not (table_cmp.gain > 0 and table_cmp.p_wilcoxon < 0.05):
+            why = table_cmp.failed or ("; ".join(table_cmp.regressions) if table_cmp.regressions else
+                                       f"{pct(table_cmp.gain):+.1f} %, Wilcoxon p={table_cmp.p_wilcoxon:.3f}")
+            table = TableResult(notes=tuple(table_notes) + (f"no tuner table: with the table the guard sweep "
+                                                            f"measured {why}",))
+        else:
+            table = TableResult(rules, overrides, table_cmp, tuple(table_notes))
     complete = [r for r in records if r.state == "complete" and r.duplicate_of is None]
+    stopped = [r for r in records if r.state == "stopped" and r.duplicate_of is None]
     failed = [r for r in records if r.state == "failed" and r.duplicate_of is None and not r.reason.startswith("interrupted")]
-    tuned_env = apply_params(base_env, env_params) if final is not None else dict(base_env)
+    best = incumbent(records, noise)
+    unset = tuple(k for k in base_env if k not in env)
     result = TuneResult(
         out_dir=str(out_dir), study_name=opts.study_name, storage_display=display, sampler=opts.sampler,
-        repeats=opts.repeats, backend=backend.describe(), profile=profile, space=space.to_dict(),
-        baseline_env=base_env, baseline_buckets=base_buckets,
+        repeats=opts.repeats, backend=backend.describe(), simulated=bool(backend.simulated), profile=profile,
+        space=space.to_dict(), baseline_env=base_env, baseline_buckets=base_buckets,
         baseline_sizes=final.sizes_a if final else baseline["sizes"],
-        trials_complete=len(complete), trials_failed=len(failed), requeued=tuple(study.requeued),
-        best=max(complete, key=lambda r: r.value or 0.0, default=None), verdicts=tuple(verdicts),
-        effects=tuple(effects),
-        env={k: v for k, v in tuned_env.items() if k in env_params or k in base_env},
-        unset=tuple(k for k in base_env if k not in tuned_env), final=final, noise_floor=floor,
-        tuned_sizes=final.sizes_b if final else baseline["sizes"], tried=_tried(records, space),
-        failures=dict(Counter(r.reason for r in failed).most_common()),
-        notes=space.notes)
-    return write_outputs(result, backend, records, out_dir, opts.formats, opts.lint_findings)
+        trials_complete=len(complete), trials_failed=len(failed), trials_stopped=len(stopped),
+        requeued=tuple(study.requeued), best=best[0] if best else None, verdicts=tuple(verdicts),
+        effects=tuple(effects), env=env, unset=unset, final=final if env != base_env else None, replica=replica,
+        noise=noise, noise_floor=floor, tuned_sizes=final.sizes_b if final else baseline["sizes"],
+        tried=_tried(records, space), failures=dict(Counter(r.reason for r in failed).most_common()),
+        measurements=study.measurements, nccl_version=version, table=table,
+        notes=space.notes + tuple(default_notes) + tuple(verdict_notes) +
+        tuple(f"{k}={base_env[k]} removed: {why}" for k, why in flagged.items()))
+    return write_outputs(result, backend, out_dir, opts.formats, opts.lint_findings)
+
+
+def _on_another_group(job: Any) -> Any:
+    """The replica runs where the other groups run it (Ray); in process it is another simulated group."""
+    from dataclasses import replace
+    return replace(job, group_hint="replica")

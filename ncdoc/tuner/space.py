@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ncdoc.errors import UsageError
 from ncdoc.nccl.parse import version_tuple
@@ -152,8 +152,14 @@ class SearchSpace:
         except ValueError:
             return None
 
-    def for_hardware(self, hw: Hardware, collectives: Iterable[str]) -> "SearchSpace":
-        """The space narrowed to `hw` and the measured `collectives`; notes say what dropped out."""
+    def for_hardware(self, hw: Hardware, collectives: Iterable[str], *,
+                     exclude: Callable[[str, str], str | None] | None = None,
+                     rename: Callable[[str], tuple[str, str] | None] | None = None) -> "SearchSpace":
+        """The space narrowed to `hw` and the measured `collectives`; notes say what dropped out.
+
+        `rename(name)` -> (new name, why) replaces a variable (a deprecated one by its successor);
+        `exclude(name, value)` -> why drops a value that must not be recommended (ncdoc.tuner.safety).
+        """
         caps, colls, notes = hw.capabilities(), set(collectives), []
         version = version_tuple(hw.nccl_version)
 
@@ -170,33 +176,55 @@ class SearchSpace:
             return None
 
         kept: list[Variable] = []
+        renamed: dict[str, str] = {}
         for var in self.variables:
             why = fits(var.requires, var.collectives, var.min_nccl, var.max_nccl)
             if why:
                 notes.append(f"{var.name} not searched: {why}")
                 continue
+            new = rename(var.name) if rename else None
+            if new:
+                notes.append(f"{var.name} searched as {new[0]}: {new[1]}")
+                renamed[var.name] = new[0]
+                var = replace(var, name=new[0])
             choices = []
             for c in var.choices:
                 why = fits(c.requires, c.collectives, c.min_nccl, c.max_nccl) if c.value != UNSET else None
+                if not why and exclude and c.value != UNSET:
+                    why = exclude(var.name, c.value)
                 if why:
                     notes.append(f"{var.name}={c.value} not searched: {why}")
                 else:
                     choices.append(c)
             if len(choices) > 1:
                 kept.append(replace(var, choices=tuple(choices)))
+            elif len(var.choices) > 1:
+                notes.append(f"{var.name} not searched: no value left to try")
+        if renamed:
+            kept = [replace(v, when=tuple(replace(w, var=renamed.get(w.var, w.var)) for w in v.when)) for v in kept]
         names = {v.name for v in kept}
         kept = [replace(v, when=tuple(w for w in v.when if w.var in names)) for v in kept]
-        cons = tuple(c for c in self.constraints if all(v in names for v in c.vars))
+        cons = tuple(replace(c, vars=tuple(renamed.get(v, v) for v in c.vars)) for c in self.constraints)
+        cons = tuple(c for c in cons if all(v in names for v in c.vars))
         values = {v.name: set(v.values) for v in kept}
         starts = []
         for start in self.starts:
-            point = tuple((k, v) for k, v in start if k in names)
+            point = tuple((renamed.get(k, k), v) for k, v in start if renamed.get(k, k) in names)
             if point and all(v in values[k] for k, v in point):
                 starts.append(point)
         if not kept:
             raise UsageError(f"search space {self.name!r} has nothing left to search on this hardware "
                              f"({'; '.join(notes) or 'no variables'})")
         return replace(self, variables=tuple(kept), constraints=cons, starts=tuple(starts), notes=tuple(notes))
+
+    def only(self, names: Iterable[str]) -> "SearchSpace":
+        """The same space searching only `names` (the others stay at their baseline value)."""
+        keep = set(names)
+        variables = tuple(replace(v, when=tuple(w for w in v.when if w.var in keep))
+                          for v in self.variables if v.name in keep)
+        cons = tuple(c for c in self.constraints if all(v in keep for v in c.vars))
+        return replace(self, variables=variables, constraints=cons,
+                       starts=tuple(p for p in self.starts if all(k in keep for k, _ in p)))
 
     # ---- sampling
     def active(self, var: Variable, params: Mapping[str, str]) -> bool:

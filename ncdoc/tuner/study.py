@@ -1,9 +1,25 @@
-"""The Optuna study: storage, sampler, baseline, the ask/tell loop over an executor, resume.
+"""The Optuna study: storage, baseline, screening, the joint search over an executor, resume.
 
 The objective of a trial is exp(weighted mean over workload buckets of log(busbw / baseline
 busbw)): 1.0 is the baseline (the environment jobs run with today), 1.10 is 10 % better. Each
-trial runs `repeats` times; per size the median counts. A trial that fails (NCCL refused,
-hung, crashed, its worker died) is stored as FAIL with the reason, never as a slow result.
+repeat of a trial is one job; per size the median over repeats counts.
+
+The search runs in stages, all of them Optuna trials in the one study (so a killed driver
+resumes where it stopped):
+
+1. NCCL's defaults, then the space's known-good starting points.
+2. Screening: each variable's values alone from the baseline, one run each. A variable whose
+   values all stay within noise of the baseline drops out; its children (conditional variables)
+   go with it.
+3. The joint search over the survivors: exhaustively, best-looking combinations first, when they
+   fit the budget, else the sampler (TPE by default) with the survivors only. Early stopping
+   (an Optuna pruner with the repeat as its step): a trial clearly worse than the incumbent after
+   its first run is stopped there; one with nothing to gain is not repeated.
+4. Every `rebaseline_every` trials the baseline is measured again; a drift beyond noise is taken
+   out of later scores.
+
+The incumbent (what the study would recommend now) is the trial with the best shrunk estimate
+(ncdoc.tuner.stats.shrunk), not the single luckiest score.
 
 Failures the setting itself causes (NCCL refused it, crashed, hung) are stored as PRUNED with
 the reason in the user attribute ncdoc.failed: Optuna's samplers ignore FAIL trials and would
@@ -18,11 +34,13 @@ enqueued again, so the next asks re-run exactly them; completed trials stay as t
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 import random
 import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ncdoc.errors import RunnerError, UsageError
@@ -31,13 +49,16 @@ from ncdoc.tuner.dispatch import Executor, Job, JobResult, Step, env_tuple
 from ncdoc.tuner.profiles import Profile
 from ncdoc.tuner.samplers import SAMPLERS, check_sampler, make_sampler  # noqa: F401  (re-exported)
 from ncdoc.tuner.space import UNSET, SearchSpace, apply_params
+from ncdoc.tuner.stats import shrunk
 from ncdoc.tuner.storage import storage_for  # noqa: F401  (re-exported)
 
 A_FAILED, A_KIND, A_BUCKETS, A_SIZES, A_DUP, A_REQUEUED = (
     "ncdoc.failed", "ncdoc.fail_kind", "ncdoc.buckets", "ncdoc.sizes", "ncdoc.duplicate_of", "ncdoc.requeued_from")
+A_STAGE, A_SCORES, A_STOPPED = "ncdoc.stage", "ncdoc.scores", "ncdoc.stopped"
 INTERRUPTED = "interrupted"
 # Failure kinds that are evidence against the setting (see the module docstring).
 SETTING_FAILURES = ("init", "call", "crash", "hang", "timeout")
+DEFAULT_NOISE = 0.02          # log-score spread assumed until the baseline's own repeats say otherwise
 
 
 def _is_failure(t: Any) -> bool:
@@ -50,7 +71,19 @@ def _is_measured(t: Any) -> bool:
     from optuna.trial import TrialState
     if A_DUP in t.user_attrs:
         return False
-    return t.state == TrialState.COMPLETE or (t.state in (TrialState.FAIL, TrialState.PRUNED) and _is_failure(t))
+    return t.state == TrialState.COMPLETE or (t.state in (TrialState.FAIL, TrialState.PRUNED)
+                                              and (_is_failure(t) or A_STOPPED in t.user_attrs))
+
+
+def _screen_score(t: Any) -> float | None:
+    """A trial's mean log-score over its runs, stopped early or not (None: it failed)."""
+    from optuna.trial import TrialState
+    scores = t.user_attrs.get(A_SCORES)
+    if scores and (t.state == TrialState.COMPLETE or A_STOPPED in t.user_attrs):
+        return statistics.fmean(scores)
+    if t.state == TrialState.COMPLETE and t.value:
+        return math.log(t.value)
+    return None
 
 
 @dataclass(frozen=True)
@@ -59,33 +92,47 @@ class StudyConfig:
     storage: str                   # an Optuna storage URL, or a journal file path (.log/.journal)
     sampler: str = "tpe"
     seed: int = 0
-    trials: int = 50               # measured trials (constraint rejects and duplicates do not count)
-    repeats: int = 3
+    trials: int = 40               # measured trials (constraint rejects and duplicates do not count)
+    repeats: int = 2               # runs per trial at most; early stopping may take fewer
     timeout_s: float = 120.0
     resume: bool = False
+    min_gain: float = 0.01
+    screen: bool | None = None     # None: screen with the TPE sampler, not with grid/random/...
+    rebaseline_every: int = 10     # 0: never re-measure the baseline during the study
+
+    @property
+    def screening(self) -> bool:
+        return self.sampler == "tpe" if self.screen is None else self.screen
 
 
 @dataclass(frozen=True)
 class TrialRecord:
     number: int
     params: dict[str, str]
-    state: str                     # complete | failed | pruned
+    state: str                     # complete | failed | pruned | stopped
     value: float | None            # score: 1.0 = baseline
     buckets: dict[str, float]
     sizes: dict[str, list]         # collective -> [[size, busbw, algo, proto, nchannels], ...]
     reason: str = ""
     duplicate_of: int | None = None
+    scores: tuple[float, ...] = ()  # log-score of each run
+    stage: str = ""
 
     def changes(self) -> dict[str, str]:
         return {k: v for k, v in self.params.items() if v != UNSET}
 
+    @property
+    def mean(self) -> float | None:
+        return statistics.fmean(self.scores) if self.scores else (math.log(self.value) if self.value else None)
+
 
 def summarise(profile: Profile, measurements: list[Measurement],
-              baseline: Mapping[str, float] | None) -> tuple[dict[str, float], dict[str, list], float | None]:
+              baseline: Mapping[str, float] | None,
+              workload: Any = None) -> tuple[dict[str, float], dict[str, list], float | None]:
     """Median busbw per size over repeats, bucket busbw, and the score against `baseline`."""
     sizes: dict[str, list] = {}
     med: dict[str, dict[int, float]] = {}
-    for collective, wanted in profile.workload():
+    for collective, wanted in (workload or profile.workload()):
         rows = []
         for s in wanted:
             vals = [r for m in measurements for r in m.results(collective) if r.size == s]
@@ -99,9 +146,30 @@ def summarise(profile: Profile, measurements: list[Measurement],
     buckets = profile.bucket_busbw(med)
     value = None
     if baseline is not None:
-        import math
         value = math.exp(profile.log_score(buckets, baseline))
     return buckets, sizes, value
+
+
+def incumbent(records: list[TrialRecord], noise: float) -> tuple[TrialRecord, float] | None:
+    """The trial the study would recommend now and its shrunk estimate (log-ratio)."""
+    ranked = ranked_trials(records, noise)
+    return ranked[0] if ranked else None
+
+
+def ranked_trials(records: list[TrialRecord], noise: float) -> list[tuple[TrialRecord, float]]:
+    """Complete trials (one per configuration) by shrunk estimate, best first."""
+    ok = [r for r in records if r.state == "complete" and r.duplicate_of is None and r.mean is not None]
+    est = shrunk([r.mean for r in ok], [max(1, len(r.scores)) for r in ok], noise)
+    return sorted(zip(ok, est), key=lambda x: -x[1])
+
+
+@dataclass
+class _Open:
+    trial: Any
+    key: str
+    env: tuple
+    measurements: list = field(default_factory=list)
+    scores: list = field(default_factory=list)
 
 
 class TuneStudy:
@@ -109,6 +177,7 @@ class TuneStudy:
 
     def __init__(self, config: StudyConfig, space: SearchSpace, profile: Profile, executor: Executor, *,
                  storage: Any, base_env: Mapping[str, str], describe: Mapping[str, Any],
+                 trial_base: Mapping[str, str] | None = None,
                  on_progress: Callable[[dict], None] | None = None, log: Callable[[str], None] | None = None):
         self.cfg = config
         self.space = space
@@ -116,6 +185,8 @@ class TuneStudy:
         self.executor = executor
         self.storage = storage
         self.base_env = dict(base_env)
+        # What trials start from: today's env, minus what may not be recommended (ncdoc.tuner.safety).
+        self.trial_base = dict(base_env if trial_base is None else trial_base)
         self.describe = dict(describe)
         self.on_progress = on_progress or (lambda info: None)
         self.log = log or (lambda msg: None)
@@ -123,15 +194,18 @@ class TuneStudy:
         self.study: Any = None
         self.baseline: dict[str, Any] = {}
         self.requeued: list[int] = []
+        self.measurements = 0                    # backend runs this driver made (the study's cost)
         self._mine: dict[int, Any] = {}          # trials asked by this driver: Ctrl-C must close them
 
     # ---------------------------------------------------------------- opening
     def identity(self) -> dict[str, Any]:
         return {"space": self.space.fingerprint(), "profile": self.profile.to_dict(),
-                "base_env": self.base_env, "backend": self.describe}
+                "base_env": self.base_env, "trial_base": self.trial_base, "backend": self.describe}
 
     def open(self) -> None:
         import optuna
+
+        from ncdoc.tuner.pruning import RepeatPruner
 
         optuna.logging.set_verbosity(optuna.logging.WARNING)
         names = optuna.study.get_all_study_names(self.storage)
@@ -147,7 +221,8 @@ class TuneStudy:
         startup = max(4, min(10, self.cfg.trials // 4))
         sampler = make_sampler(self.cfg.sampler, self.cfg.seed + prior, self.space, startup)
         self.study = optuna.create_study(storage=self.storage, study_name=self.cfg.study_name, sampler=sampler,
-                                         direction="maximize", load_if_exists=True)
+                                         direction="maximize", load_if_exists=True,
+                                         pruner=RepeatPruner(lambda: (self.best_estimate(), self.noise)))
         attrs = self.study.user_attrs
         ident = self.identity()
         if exists and "ncdoc.identity" in attrs:
@@ -163,7 +238,7 @@ class TuneStudy:
             self._requeue_stale()
 
     def _where(self) -> str:
-        return self.storage if isinstance(self.storage, str) else "the journal file"
+        return self.cfg.storage
 
     def _requeue_stale(self) -> None:
         from optuna.trial import TrialState
@@ -174,7 +249,8 @@ class TuneStudy:
             storage.set_trial_user_attr(t._trial_id, A_KIND, INTERRUPTED)
             storage.set_trial_state_values(t._trial_id, TrialState.FAIL)
             if t.params:
-                self.study.enqueue_trial(dict(t.params), user_attrs={A_REQUEUED: t.number})
+                self.study.enqueue_trial(dict(t.params), user_attrs={A_REQUEUED: t.number,
+                                                                     A_STAGE: t.user_attrs.get(A_STAGE, "")})
             self.requeued.append(t.number)
         if self.requeued:
             self.log(f"resumed: trial(s) {', '.join(map(str, self.requeued))} were running when the driver "
@@ -187,7 +263,9 @@ class TuneStudy:
         try:
             while todo or self.executor.in_flight():
                 while todo and len(self.executor.in_flight()) < self.executor.slots:
-                    self.executor.submit(todo.pop(0))
+                    job = todo.pop(0)
+                    self.measurements += len(job.steps)
+                    self.executor.submit(job)
                 for res in self.executor.wait():
                     out[res.key] = res
         except BaseException:
@@ -195,30 +273,126 @@ class TuneStudy:
             raise
         return out
 
+    def _job(self, key: str, env: tuple, repeats: range) -> Job:
+        return Job(key, tuple(Step("trial", env, r) for r in repeats), self.workload, self.cfg.timeout_s)
+
     def measure_baseline(self) -> dict[str, Any]:
         if self.baseline:
             self.log("baseline: reusing the measurement stored with the study")
             return self.baseline
         env = env_tuple(self.base_env)
-        job = Job("baseline", tuple(Step("baseline", env, r) for r in range(self.cfg.repeats)), self.workload,
-                  self.cfg.timeout_s)
-        res = self.run_jobs([job])["baseline"]
+        res = self.run_jobs([self._job("baseline", env, range(self.cfg.repeats))])["baseline"]
         if not res.ok:
             raise RunnerError("the baseline (the current environment) could not be measured", cause=res.reason)
-        buckets, sizes, _ = summarise(self.profile, [m for _, m in res.measurements], None)
-        self.baseline = {"env": self.base_env, "buckets": buckets, "sizes": sizes}
+        runs = [m for _, m in res.measurements]
+        buckets, sizes, _ = summarise(self.profile, runs, None)
+        scores = [self.profile.log_score(summarise(self.profile, [m], None)[0], buckets) for m in runs]
+        noise = statistics.stdev(scores) if len(scores) > 1 else DEFAULT_NOISE
+        self.baseline = {"env": self.base_env, "buckets": buckets, "sizes": sizes, "noise": max(noise, 0.003)}
         self.study.set_user_attr("ncdoc.baseline", self.baseline)
         if not self.study.trials:
-            # NCCL's own defaults are the first point worth knowing, whatever the sampler would pick;
-            # then the space's known-good starting points (vendor platform defaults and the like).
-            self.study.enqueue_trial({v.name: UNSET for v in self.space.variables})
-            for start in self.space.starts:
-                self.study.enqueue_trial({**{v.name: UNSET for v in self.space.variables}, **dict(start)})
+            self._enqueue_first_points()
         return self.baseline
+
+    def _enqueue_first_points(self) -> None:
+        """NCCL's defaults, the known-good starting points, then (screening) each value alone."""
+        unset = {v.name: UNSET for v in self.space.variables}
+        seen = set()
+
+        def add(params: dict[str, str], stage: str) -> None:
+            key = json.dumps(self.space.complete(params), sort_keys=True)
+            if key in seen or self.space.violations(params):
+                return
+            seen.add(key)
+            self.study.enqueue_trial(params, user_attrs={A_STAGE: stage})
+
+        add(dict(unset), "start")
+        for start in self.space.starts:
+            add({**unset, **dict(start)}, "start")
+        if not self.cfg.screening:
+            return
+        for var in self.space.variables:
+            if var.when:                 # conditional: screened with its parent, in the joint stage
+                continue
+            for value in var.values:
+                if value != UNSET:
+                    add({**unset, var.name: value}, "screen")
+
+    # ---------------------------------------------------------------- noise, drift, survivors
+    def _load_ledger(self) -> None:
+        """What the loop needs often, read once from storage and then kept up to date in memory:
+        a study's storage is a database, and reading every trial per decision is most of its cost."""
+        from optuna.trial import TrialState
+
+        trials = self._trials()
+        self._rebase = list(self.study.user_attrs.get("ncdoc.rebaseline", []))
+        self._within = [self._var(t.user_attrs.get(A_SCORES) or []) for t in trials
+                        if len(t.user_attrs.get(A_SCORES) or []) > 1]
+        self._done = [(math.log(t.value), max(1, len(t.user_attrs.get(A_SCORES) or [])))
+                      for t in trials if t.state == TrialState.COMPLETE and t.value and A_DUP not in t.user_attrs]
+        self._n_measured = sum(1 for t in trials if _is_measured(t))
+        self._n_failed = sum(1 for t in trials if _is_failure(t) and t.state != TrialState.COMPLETE)
+        self._n_waiting = sum(1 for t in trials if t.state == TrialState.WAITING)
+        self._ledger = True
+
+    @staticmethod
+    def _var(scores: list[float]) -> float:
+        return statistics.pvariance(scores) * len(scores) / (len(scores) - 1)
+
+    @property
+    def noise(self) -> float:
+        """Run-to-run spread of a log-score: the baseline's, refined by trials run more than once."""
+        base = self.baseline.get("noise", DEFAULT_NOISE)
+        if not getattr(self, "_ledger", False):
+            self._load_ledger()
+        if not self._within:
+            return base
+        return max(0.003, math.sqrt((base * base + sum(self._within)) / (1 + len(self._within))))
+
+    def drift(self) -> float:
+        """How far the baseline has moved since it was measured (log), when beyond noise; else 0."""
+        if not getattr(self, "_ledger", False):
+            self._load_ledger()
+        runs = self._rebase
+        if not runs:
+            return 0.0
+        d = statistics.fmean(runs)
+        return d if abs(d) > 2 * self.noise / math.sqrt(len(runs)) else 0.0
+
+    def best_estimate(self) -> float | None:
+        """The incumbent's shrunk estimate (log-ratio), for early stopping."""
+        if not getattr(self, "_ledger", False):
+            self._load_ledger()
+        if not self._done:
+            return None
+        return max(shrunk([m for m, _ in self._done], [n for _, n in self._done], self.noise))
+
+    def _trials(self) -> list[Any]:
+        return self.study.get_trials(deepcopy=False)
+
+    def survivors(self) -> list[str] | None:
+        """Variables worth the joint search, once screening is over (None while it runs)."""
+        from optuna.trial import TrialState
+
+        screened = [t for t in self._trials() if t.user_attrs.get(A_STAGE) == "screen"]
+        if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in screened):
+            return None
+        floor = math.log1p(self.cfg.min_gain) / 2
+        keep: set[str] = set()
+        for t in self._trials():           # screened values, and what the known-good points set
+            if t.user_attrs.get(A_STAGE) not in ("screen", "start"):
+                continue
+            score = _screen_score(t)
+            if score is not None and score > floor:
+                keep.update(k for k, v in t.params.items() if v != UNSET)
+        for var in self.space.variables:   # conditional variables go with their parent
+            if var.when and all(c.var in keep for c in var.when):
+                keep.add(var.name)
+        return [v.name for v in self.space.variables if v.name in keep]
 
     # ---------------------------------------------------------------- the loop
     def _measured(self) -> int:
-        return sum(1 for t in self.study.get_trials(deepcopy=False) if _is_measured(t))
+        return self._n_measured
 
     def _tell(self, trial: Any, value: float | None = None, state: Any = None) -> None:
         try:
@@ -231,44 +405,113 @@ class TuneStudy:
             from optuna.trial import TrialState
             if self.study._storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
                 raise
+        self._mine.pop(trial.number, None)
 
     def _known(self) -> dict[str, Any]:
         from optuna.trial import TrialState
         out = {}
         for t in self.study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL,
                                                                    TrialState.PRUNED)):
-            if t.state == TrialState.COMPLETE or _is_failure(t):
+            if t.state == TrialState.COMPLETE or _is_failure(t) or A_STOPPED in t.user_attrs:
                 out.setdefault(json.dumps(self.space.complete(t.params), sort_keys=True), t)
+        return out
+
+    def _joint_plan(self, survivors: list[str], known: Mapping[str, Any], left: int) -> list[dict[str, str]] | None:
+        """All unmeasured combinations of the survivors, best-looking first, when they fit `left`
+        trials; None when there are more (the sampler then searches)."""
+        sub = self.space.only(survivors)
+        if not sub.variables or sub.size > max(left, 0) + len(known):
+            return None
+        screen: dict[tuple[str, str], float] = {}
+        for t in self._trials():
+            score = _screen_score(t) if t.user_attrs.get(A_STAGE) == "screen" else None
+            if score is not None:
+                for k, v in t.params.items():
+                    if v != UNSET:
+                        screen[(k, v)] = score
+        combos = []
+        for values in itertools.product(*(v.values for v in sub.variables)):
+            params = dict(zip((v.name for v in sub.variables), values))
+            full = {**{v.name: UNSET for v in self.space.variables}, **params}
+            if self.space.violations(full):
+                continue
+            key = json.dumps(self.space.complete(full), sort_keys=True)
+            if key in known:
+                continue
+            combos.append((-sum(screen.get((k, v), 0.0) for k, v in params.items() if v != UNSET), key, full))
+        combos.sort(key=lambda c: (c[0], c[1]))
+        seen, out = set(), []
+        for _, key, full in combos:
+            if key not in seen:
+                seen.add(key)
+                out.append(full)
         return out
 
     def optimize(self) -> None:
         from optuna.trial import TrialState
 
         base_buckets = self.baseline["buckets"]
-        pending: dict[str, Any] = {}
+        open_: dict[str, _Open] = {}
+        self._load_ledger()
         known = self._known()
         asks, cap, started, exhausted = 0, 20 * self.cfg.trials + 50, time.monotonic(), False
         repeats_in_a_row = 0
         rng = random.Random(f"{self.cfg.seed}:{len(self.study.trials)}")
+        planned = False
+        space = self.space
+        rebased = len(self._rebase)
+        rebase_key = None
         try:
             while True:
                 done = self._measured()
-                while (not exhausted and len(pending) < self.executor.slots
-                       and done + len(pending) < self.cfg.trials and asks < cap):
+                every = self.cfg.rebaseline_every
+                if every and rebase_key is None and done >= every * (rebased + 1) and done < self.cfg.trials and \
+                        len(self.executor.in_flight()) < self.executor.slots:
+                    rebase_key = f"rebaseline-{rebased}"
+                    self.measurements += 1
+                    self.executor.submit(self._job(rebase_key, env_tuple(self.base_env), range(9000 + rebased,
+                                                                                               9001 + rebased)))
+                while (not exhausted and len(self.executor.in_flight()) < self.executor.slots
+                       and done + len(open_) < self.cfg.trials and asks < cap):
                     if self.cfg.sampler == "grid" and self.study.sampler.is_exhausted(self.study):
                         exhausted = True
                         break
+                    waiting = self._n_waiting > 0
+                    if not waiting and self.cfg.screening and not planned:
+                        if open_ and any(o.trial.user_attrs.get(A_STAGE) == "screen" for o in open_.values()):
+                            break                       # screening results first: they decide the rest
+                        keep = self.survivors()
+                        if keep is None:
+                            break
+                        planned = True
+                        if not keep:
+                            self.log("screening: no variable moved the score beyond noise; nothing left to search")
+                            exhausted = True
+                            break
+                        self.log(f"screening: {len(keep)} variable(s) worth a joint search: {', '.join(keep)}")
+                        space = self.space.only(keep)
+                        plan = self._joint_plan(keep, known, self.cfg.trials - done - len(open_))
+                        if plan is not None:
+                            for params in plan:
+                                self._enqueue(params, "joint")
+                            if not plan:
+                                exhausted = True
+                                break
+                        continue
                     asks += 1
                     trial = self.study.ask()
+                    self._n_waiting = max(0, self._n_waiting - 1)
                     self._mine[trial.number] = trial
-                    params = self.space.suggest(trial)
+                    if A_STAGE not in trial.user_attrs:
+                        trial.set_user_attr(A_STAGE, "joint" if self.cfg.screening else "search")
+                    params = space.suggest(trial) if not waiting else self.space.suggest(trial)
                     bad = self.space.violations(params)
                     if bad:
                         trial.set_user_attr(A_FAILED, "constraint: " + "; ".join(bad))
                         self._tell(trial, state=TrialState.PRUNED)
                         continue
                     key = json.dumps(self.space.complete(params), sort_keys=True)
-                    if key in known or any(k == key for _, k in pending.values()):
+                    if key in known or any(o.key == key for o in open_.values()):
                         # Measured (or running) already: reuse the result, spend no run. A sampler that
                         # keeps returning to known points gets an unmeasured one queued next.
                         if key in known:
@@ -278,30 +521,88 @@ class TuneStudy:
                             self._tell(trial, state=TrialState.PRUNED)
                         repeats_in_a_row += 1
                         if repeats_in_a_row >= 2 and self.cfg.sampler != "grid":
-                            fresh = self._unmeasured(rng, set(known) | {k for _, k in pending.values()})
+                            fresh = self._unmeasured(rng, set(known) | {o.key for o in open_.values()}, space)
                             if fresh is None:
                                 self.log("every point of the search space has been measured")
                                 exhausted = True
                             else:
-                                self.study.enqueue_trial(fresh)
+                                self._enqueue(fresh, "joint")
                         continue
                     repeats_in_a_row = 0
-                    env = env_tuple(apply_params(self.base_env, params))
-                    job = Job(f"trial-{trial.number}", tuple(Step("trial", env, r) for r in range(self.cfg.repeats)),
-                              self.workload, self.cfg.timeout_s)
-                    self.executor.submit(job)
-                    pending[job.key] = (trial, key)
-                if not pending:
+                    env = env_tuple(apply_params(self.trial_base, params))
+                    jk = f"trial-{trial.number}-r0"
+                    open_[jk] = _Open(trial, key, env)
+                    self.measurements += 1
+                    self.executor.submit(self._job(jk, env, range(1)))
+                if not open_ and rebase_key is None:
                     break
                 for res in self.executor.wait():
-                    trial, key = pending.pop(res.key)
-                    self._record(trial, res, base_buckets)
-                    known.setdefault(key, self.study._storage.get_trial(trial._trial_id))
+                    if res.key == rebase_key:
+                        rebase_key = None
+                        rebased += 1
+                        if res.ok:
+                            b, _, _ = summarise(self.profile, [m for _, m in res.measurements], None)
+                            self._rebase.append(self.profile.log_score(b, base_buckets))
+                            self.study.set_user_attr("ncdoc.rebaseline", list(self._rebase))
+                        continue
+                    o = open_.pop(res.key)
+                    nxt = self._step(o, res, base_buckets)
+                    if nxt is not None:
+                        open_[nxt] = o
+                        continue
+                    known.setdefault(o.key, self.study._storage.get_trial(o.trial._trial_id))
+                    self._n_measured += 1
                     self._report(started)
         except BaseException:
             self.executor.cancel_all()
             self._interrupt_open_trials()
             raise
+
+    def _enqueue(self, params: dict[str, str], stage: str) -> None:
+        self.study.enqueue_trial(params, user_attrs={A_STAGE: stage})
+        self._n_waiting += 1
+
+    def _step(self, o: _Open, res: JobResult, base_buckets: Mapping[str, float]) -> str | None:
+        """Record one run of a trial; the key of its next run, or None when the trial is finished."""
+        from optuna.trial import TrialState
+
+        trial = o.trial
+        if not res.ok:
+            self._n_failed += 1
+            trial.set_user_attr(A_FAILED, res.reason)
+            trial.set_user_attr(A_KIND, res.kind)
+            self._tell(trial, state=TrialState.PRUNED if res.kind in SETTING_FAILURES else TrialState.FAIL)
+            self.log(f"trial {trial.number} failed ({res.kind}): {res.reason}")
+            return None
+        m = res.measurements[0][1]
+        o.measurements.append(m)
+        score = self.profile.log_score(summarise(self.profile, [m], None)[0], base_buckets) - self.drift()
+        o.scores.append(score)
+        step = len(o.scores) - 1
+        trial.report(statistics.fmean(o.scores), step)
+        more = len(o.scores) < self.cfg.repeats
+        if more and trial.should_prune():
+            trial.set_user_attr(A_SCORES, list(o.scores))
+            trial.set_user_attr(A_STOPPED, f"stopped after {len(o.scores)} run(s): clearly worse than the best so far")
+            self._tell(trial, state=TrialState.PRUNED)
+            return None
+        if more and statistics.fmean(o.scores) < math.log1p(self.cfg.min_gain) / 2:
+            more = False                          # nothing to gain: a second run would not change the verdict
+        if more:
+            key = f"trial-{trial.number}-r{len(o.scores)}"
+            self.measurements += 1
+            self.executor.submit(Job(key, (Step("trial", o.env, len(o.scores)),), self.workload, self.cfg.timeout_s))
+            return key
+        buckets, sizes, value = summarise(self.profile, o.measurements, base_buckets)
+        trial.set_user_attr(A_BUCKETS, buckets)
+        trial.set_user_attr(A_SIZES, sizes)
+        trial.set_user_attr(A_SCORES, list(o.scores))
+        value *= math.exp(-self.drift())
+        self._tell(trial, value=value)
+        self._done.append((math.log(value), len(o.scores)))
+        if len(o.scores) > 1:
+            self._within.append(self._var(o.scores))
+        return None
 
     def _interrupt_open_trials(self) -> None:
         """Every trial this driver asked for and did not finish (running, or stopped inside the
@@ -312,39 +613,26 @@ class TuneStudy:
         for number, trial in list(self._mine.items()):
             if storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
                 self._interrupt(trial)
-            del self._mine[number]
+            self._mine.pop(number, None)
 
-    def _unmeasured(self, rng: random.Random, seen: set[str], tries: int = 200) -> dict[str, str] | None:
-        """A random point of the space that is valid and not measured yet, or None."""
+    def _unmeasured(self, rng: random.Random, seen: set[str], space: SearchSpace,
+                    tries: int = 200) -> dict[str, str] | None:
+        """A random point of `space` that is valid and not measured yet, or None."""
         for _ in range(tries):
-            params: dict[str, str] = {}
-            for var in self.space.variables:
-                if self.space.active(var, params):
+            params: dict[str, str] = {v.name: UNSET for v in self.space.variables}
+            for var in space.variables:
+                if space.active(var, params):
                     params[var.name] = rng.choice(var.values)
             if not self.space.violations(params) and \
                     json.dumps(self.space.complete(params), sort_keys=True) not in seen:
                 return params
         return None
 
-    def _record(self, trial: Any, res: JobResult, base_buckets: Mapping[str, float]) -> None:
-        from optuna.trial import TrialState
-
-        if not res.ok:
-            trial.set_user_attr(A_FAILED, res.reason)
-            trial.set_user_attr(A_KIND, res.kind)
-            self._tell(trial, state=TrialState.PRUNED if res.kind in SETTING_FAILURES else TrialState.FAIL)
-            self.log(f"trial {trial.number} failed ({res.kind}): {res.reason}")
-            return
-        buckets, sizes, value = summarise(self.profile, [m for _, m in res.measurements], base_buckets)
-        trial.set_user_attr(A_BUCKETS, buckets)
-        trial.set_user_attr(A_SIZES, sizes)
-        self._tell(trial, value=value)
-
     def _copy(self, trial: Any, prev: Any) -> None:
         from optuna.trial import TrialState
 
         trial.set_user_attr(A_DUP, prev.number)
-        for k in (A_BUCKETS, A_SIZES, A_FAILED, A_KIND):
+        for k in (A_BUCKETS, A_SIZES, A_FAILED, A_KIND, A_SCORES, A_STOPPED):
             if k in prev.user_attrs:
                 trial.set_user_attr(k, prev.user_attrs[k])
         if prev.state == TrialState.COMPLETE:
@@ -360,17 +648,14 @@ class TuneStudy:
         trial.set_user_attr(A_KIND, INTERRUPTED)
         self._tell(trial, state=TrialState.FAIL)
         if trial.params:
-            self.study.enqueue_trial(dict(trial.params), user_attrs={A_REQUEUED: trial.number})
+            self.study.enqueue_trial(dict(trial.params), user_attrs={A_REQUEUED: trial.number,
+                                                                     A_STAGE: trial.user_attrs.get(A_STAGE, "")})
 
     def _report(self, started: float) -> None:
-        recs = self.records()
-        ok = [r for r in recs if r.state == "complete" and r.duplicate_of is None]
-        failed = [r for r in recs if r.state == "failed" and r.duplicate_of is None
-                  and not r.reason.startswith("interrupted")]
-        best = max((r.value for r in ok if r.value is not None), default=None)
-        self.on_progress({"done": len(ok) + len(failed), "failed": len(failed), "total": self.cfg.trials,
-                          "best": best, "running": len(self.executor.in_flight()),
-                          "elapsed": time.monotonic() - started})
+        best = self.best_estimate()
+        self.on_progress({"done": self._n_measured, "failed": self._n_failed, "total": self.cfg.trials,
+                          "best": math.exp(best) if best is not None else None,
+                          "running": len(self.executor.in_flight()), "elapsed": time.monotonic() - started})
 
     # ---------------------------------------------------------------- results
     def records(self) -> list[TrialRecord]:
@@ -381,9 +666,15 @@ class TuneStudy:
         for t in self.study.get_trials(deepcopy=False):
             if t.state not in state:
                 continue
-            st = "failed" if t.state == TrialState.PRUNED and _is_failure(t) else state[t.state]
+            st = state[t.state]
+            if t.state == TrialState.PRUNED and A_STOPPED in t.user_attrs:
+                st = "stopped"
+            elif t.state == TrialState.PRUNED and _is_failure(t):
+                st = "failed"
             out.append(TrialRecord(number=t.number, params=self.space.complete(t.params), state=st,
                                    value=t.value if t.state == TrialState.COMPLETE else None,
                                    buckets=t.user_attrs.get(A_BUCKETS, {}), sizes=t.user_attrs.get(A_SIZES, {}),
-                                   reason=t.user_attrs.get(A_FAILED, ""), duplicate_of=t.user_attrs.get(A_DUP)))
+                                   reason=t.user_attrs.get(A_FAILED) or t.user_attrs.get(A_STOPPED, ""),
+                                   duplicate_of=t.user_attrs.get(A_DUP),
+                                   scores=tuple(t.user_attrs.get(A_SCORES, ())), stage=t.user_attrs.get(A_STAGE, "")))
         return out

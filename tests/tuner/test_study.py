@@ -1,16 +1,17 @@
-"""The study machinery (in process, with a tiny deterministic objective): baseline, trials, failures,
-resume after a dead driver, samplers, storage, confirmation and the minimal env."""
+"""The study machinery (in process, with a tiny deterministic objective): baseline, screening, the joint
+search, early stopping, failures, resume after a dead driver, samplers, storage, confirmation and
+leave-one-out."""
 
 import pytest
 
 from ncdoc.errors import UsageError
-from ncdoc.tuner.confirm import confirm, minimal_env
+from ncdoc.tuner.confirm import confirm, leave_one_out
 from ncdoc.tuner.dispatch import InProcessExecutor
 from ncdoc.tuner.profiles import get_profile
 from ncdoc.tuner.run import TuneOptions, run_tune
 from ncdoc.tuner.space import UNSET
 from ncdoc.tuner.space_file import load_space
-from ncdoc.tuner.study import StudyConfig, TuneStudy, storage_for
+from ncdoc.tuner.study import StudyConfig, TuneStudy, incumbent, storage_for
 from tuner_toy import SPACE, ToyBackend
 
 optuna = pytest.importorskip("optuna")
@@ -26,30 +27,50 @@ def toy(tmp_path):
     return backend, profile, space, tmp_path
 
 
-def _study(toy, trials=12, sampler="tpe", resume=False, name="s", storage=None, seed=0):
+def _study(toy, trials=12, sampler="tpe", resume=False, name="s", storage=None, seed=0, repeats=2, rebaseline=10):
     backend, profile, space, tmp = toy
     store = storage_for(storage, tmp)
-    cfg = StudyConfig(name, str(store), sampler, seed, trials, 2, 30.0, resume)
+    cfg = StudyConfig(name, str(storage or tmp / "study.journal"), sampler, seed, trials, repeats, 30.0, resume,
+                      rebaseline_every=rebaseline)
     return TuneStudy(cfg, space, profile, InProcessExecutor(backend), storage=store,
                      base_env=backend.baseline_env(), describe=backend.describe())
 
 
-def test_study_measures_baseline_first_then_finds_the_optimum(toy):
+def test_defaults_then_screening_then_the_joint_search_finds_the_optimum(toy):
     st = _study(toy, trials=16)
     st.open()
     base = st.measure_baseline()
     assert base["buckets"] and all(v == pytest.approx(100.0, rel=0.01) for v in base["buckets"].values())
     st.optimize()
-    recs = st.records()
-    first = min(recs, key=lambda r: r.number)
-    assert all(v == UNSET for v in first.params.values())           # NCCL's defaults are trial 0
-    best = max((r for r in recs if r.state == "complete"), key=lambda r: r.value)
-    assert best.params["NCCL_IB_QPS_PER_CONNECTION"] == "4" and best.params["NCCL_BUFFSIZE"] == "8388608"
-    assert best.value == pytest.approx(1.43, rel=0.01)
+    recs = sorted(st.records(), key=lambda r: r.number)
+    assert all(v == UNSET for v in recs[0].params.values()) and recs[0].stage == "start"   # NCCL's defaults first
+    screened = [r for r in recs if r.stage == "screen"]
+    assert {tuple(r.changes().items()) for r in screened} == {
+        (("NCCL_IB_QPS_PER_CONNECTION", "2"),), (("NCCL_IB_QPS_PER_CONNECTION", "4"),),
+        (("NCCL_BUFFSIZE", "8388608"),), (("NCCL_CROSS_NIC", "0"),), (("NCCL_CROSS_NIC", "1"),),
+        (("NCCL_IB_TC", "1"),)}                                           # each value alone
+    joint = [r for r in recs if r.stage == "joint"]
+    assert joint and all(set(r.changes()) <= {"NCCL_IB_QPS_PER_CONNECTION", "NCCL_BUFFSIZE"} for r in joint)
+    best, est = incumbent(recs, st.noise)
+    assert best.changes() == {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608"}
+    assert est == pytest.approx(__import__("math").log(1.43), abs=0.01)
     failed = [r for r in recs if r.state == "failed"]
-    assert failed and all("LL refused" in r.reason for r in failed)  # recorded as failed, with the reason
-    measured = [r for r in recs if r.state in ("complete", "failed") and r.duplicate_of is None]
-    assert len(measured) == 16
+    assert failed and all("traffic class 1 refused" in r.reason for r in failed)   # failed, with NCCL's reason
+
+
+def test_clearly_worse_trials_stop_after_their_first_run(toy):
+    st = _study(toy, trials=16, repeats=3)
+    st.open()
+    st.measure_baseline()
+    st.optimize()
+    recs = {tuple(sorted(r.changes().items())): r for r in st.records() if r.duplicate_of is None}
+    worse = recs[(("NCCL_CROSS_NIC", "0"),)]
+    assert worse.state == "stopped" and len(worse.scores) == 1 and "clearly worse" in worse.reason
+    flat = recs[(("NCCL_CROSS_NIC", "1"),)]
+    assert len(flat.scores) == 1                       # nothing to gain: not repeated either
+    best = recs[(("NCCL_BUFFSIZE", "8388608"), ("NCCL_IB_QPS_PER_CONNECTION", "4"))]
+    assert best.state == "complete" and len(best.scores) == 3
+    assert st.measurements < 16 * 3
 
 
 def test_existing_study_needs_resume_and_same_settings(toy):
@@ -75,7 +96,7 @@ def test_resume_marks_running_trials_failed_and_requeues_them(toy):
     orphan = st.study.ask()
     params = st.space.suggest(orphan)
     done_before = {t.number: t.value for t in st.study.trials if t.state.name == "COMPLETE"}
-    again = _study(toy, trials=6, resume=True)
+    again = _study(toy, trials=12, resume=True)
     again.open()
     assert again.requeued == [orphan.number]
     t = again.study.trials[orphan.number]
@@ -85,17 +106,27 @@ def test_resume_marks_running_trials_failed_and_requeues_them(toy):
     trials = again.study.trials
     assert {t.number: t.value for t in trials if t.number in done_before} == done_before
     rerun = [t for t in trials if t.user_attrs.get("ncdoc.requeued_from") == orphan.number]
-    assert len(rerun) == 1 and rerun[0].params == params and rerun[0].state.name in ("COMPLETE", "FAIL")
-    assert rerun[0].number == orphan.number + 1                      # it runs first
+    assert len(rerun) == 1 and rerun[0].params == params and rerun[0].state.name in ("COMPLETE", "FAIL", "PRUNED")
 
 
-def test_grid_sampler_exhausts_a_small_space_without_error(toy):
+def test_grid_sampler_exhausts_a_small_space_without_screening(toy):
     st = _study(toy, trials=100, sampler="grid")
     st.open()
     st.measure_baseline()
     st.optimize()
-    complete = {tuple(sorted(r.params.items())) for r in st.records() if r.state in ("complete", "failed")}
-    assert len(complete) == 3 * 2 * 3 * 2
+    measured = {tuple(sorted(r.params.items())) for r in st.records() if r.state != "pruned"}
+    assert len(measured) == 3 * 2 * 3 * 2
+    assert not [r for r in st.records() if r.stage == "screen"]
+
+
+def test_the_baseline_is_measured_again_during_a_long_study(toy):
+    st = _study(toy, trials=14, rebaseline=4)
+    st.open()
+    st.measure_baseline()
+    st.optimize()
+    runs = st.study.user_attrs["ncdoc.rebaseline"]
+    assert len(runs) == 2 and all(abs(r) < 0.01 for r in runs)    # no drift here, so nothing is taken out
+    assert st.drift() == 0.0
 
 
 @pytest.mark.parametrize("sampler", ["random", "tpe"])
@@ -110,6 +141,16 @@ def test_journal_storage(toy, sampler):
     assert len([t for t in loaded.trials if t.state.name == "COMPLETE"]) >= 2
 
 
+def test_sqlite_storage_still_works(toy):
+    backend, profile, space, tmp = toy
+    st = _study(toy, trials=3, storage=str(tmp / "study.db"))
+    st.open()
+    st.measure_baseline()
+    st.optimize()
+    loaded = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp / 'study.db'}")
+    assert [t for t in loaded.trials if t.state.name == "COMPLETE"]
+
+
 @pytest.mark.parametrize("sampler,module", [("cmaes", "cmaes"), ("qmc", "scipy")])
 def test_optional_samplers_say_what_is_missing(toy, sampler, module):
     try:
@@ -121,41 +162,44 @@ def test_optional_samplers_say_what_is_missing(toy, sampler, module):
         _study(toy, sampler=sampler).open()
 
 
-def test_confirmation_and_minimal_env_drop_what_does_not_matter(toy):
+def test_confirmation_and_leave_one_out_drop_what_does_not_matter(toy):
     backend, profile, space, tmp = toy
     st = _study(toy, trials=1)
     st.open()
     base = st.measure_baseline()["buckets"]
-    common = dict(base_env={}, profile=profile, baseline_buckets=base, pairs=4, timeout_s=30.0, min_gain=0.01)
-    cand = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608", "NCCL_CROSS_NIC": "1",
-            "NCCL_PROTO": UNSET}
-    same = {"NCCL_IB_QPS_PER_CONNECTION": UNSET, "NCCL_BUFFSIZE": UNSET, "NCCL_CROSS_NIC": "0", "NCCL_PROTO": UNSET}
-    good, flat = confirm(st.run_jobs, [cand, same], **common)
+    common = dict(trial_base={}, profile=profile, baseline_buckets=base, pairs=6, timeout_s=30.0, min_gain=0.01)
+    cand = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608", "NCCL_CROSS_NIC": "1", "NCCL_IB_TC": UNSET}
+    same = {"NCCL_IB_QPS_PER_CONNECTION": UNSET, "NCCL_BUFFSIZE": UNSET, "NCCL_CROSS_NIC": "1", "NCCL_IB_TC": UNSET}
+    good, flat = confirm(st.run_jobs, [cand, same], base_env={}, **common)
     assert good.recommended and good.comparison.pct(good.comparison.gain) == pytest.approx(43, abs=1.5)
+    assert good.comparison.p_wilcoxon <= 1 / 64 and not good.comparison.regressions
     assert not flat.recommended and "does not clear the floor" in flat.why
-    final, effects = minimal_env(st.run_jobs, cand, space=space, **common)
+    final, effects, passes = leave_one_out(st.run_jobs, cand, space=space, **common)
     assert final == {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608"}
-    by = {e.name: e for e in effects}
-    assert not by["NCCL_CROSS_NIC"].kept and "within noise" in by["NCCL_CROSS_NIC"].why
-    assert by["NCCL_IB_QPS_PER_CONNECTION"].kept and by["NCCL_IB_QPS_PER_CONNECTION"].cost > 0.2
-    assert by["NCCL_BUFFSIZE"].kept and by["NCCL_BUFFSIZE"].n == 4
+    assert passes == 2                                   # CROSS_NIC dropped, then the rest measured again
+    last = {e.name: e for e in effects if e.final}
+    assert set(last) == {"NCCL_IB_QPS_PER_CONNECTION", "NCCL_BUFFSIZE"}      # figures from the final env
+    assert last["NCCL_IB_QPS_PER_CONNECTION"].cost > 0.2 and last["NCCL_BUFFSIZE"].n == 6
+    dropped = [e for e in effects if not e.kept]
+    assert [e.name for e in dropped] == ["NCCL_CROSS_NIC"] and "within noise" in dropped[0].why
 
 
 def test_run_tune_in_process_writes_everything(tmp_path):
     space = tmp_path / "toy.yaml"
     space.write_text(SPACE)
     out = tmp_path / "out"
-    res = run_tune(TuneOptions(space=str(space), trials=14, repeats=2, executor="inprocess", out=str(out),
-                               formats=("json", "nccl.conf")), backend=ToyBackend(base_env={"NCCL_CROSS_NIC": "1"}))
+    res = run_tune(TuneOptions(space=str(space), trials=14, out=str(out), formats=("json", "nccl.conf")),
+                   backend=ToyBackend(base_env={"NCCL_CROSS_NIC": "1"}))
     assert res.env == {"NCCL_CROSS_NIC": "1", "NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608"}
-    assert res.final is not None and res.final.lcb > 0.3
+    assert res.final is not None and res.final.lcb > 0.3 and not res.final.regressions
     names = sorted(p.name for p in out.iterdir())
-    assert names == ["EXPLAIN.md", "nccl.conf", "nccl.env", "nccl.env.json", "nccl_tuner.conf", "study.db",
+    assert names == ["EXPLAIN.md", "nccl.conf", "nccl.env", "nccl.env.json", "study.journal", "study.journal.driver",
                      "summary.json"]
     summary = res.to_json()
-    assert summary["schema_version"] == 1 and summary["recommended_env"]["NCCL_IB_QPS_PER_CONNECTION"] == "4"
+    assert summary["schema_version"] == 2 and summary["changes"]["NCCL_IB_QPS_PER_CONNECTION"] == "4"
+    assert summary["simulated"] is False and summary["backend"] == "toy"
     explain = (out / "EXPLAIN.md").read_text()
-    for want in ("NCCL_IB_QPS_PER_CONNECTION", "queue pairs", f"n={TuneOptions().confirm_pairs}",
-                 "Bus bandwidth by size", "What was tried",
-                 "LL refused"):
+    for want in ("NCCL_IB_QPS_PER_CONNECTION", "queue pairs", "Bus bandwidth by size", "What was tried",
+                 "traffic class 1 refused", "No nccl_tuner.conf was written", "cannot load a tuner plugin"):
         assert want in explain, want
+    assert "SIMULATED" not in explain

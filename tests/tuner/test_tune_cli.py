@@ -3,7 +3,6 @@
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 import sys
 import time
@@ -15,16 +14,27 @@ from ncdoc.cli.main import main
 optuna = pytest.importorskip("optuna")
 
 
-def _states(db):
-    try:
-        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as con:
-            return dict(con.execute("select state, count(*) from trials group by state").fetchall())
-    except sqlite3.Error:
+def _storage(path):
+    from ncdoc.tuner.storage import storage_for
+    return storage_for(str(path), path.parent)
+
+
+def _states(journal):
+    """Trial states of the study in `journal`, read while the driver writes it ({} before it exists)."""
+    if not journal.exists():
         return {}
+    try:
+        study = optuna.load_study(study_name="ncdoc-tune", storage=_storage(journal))
+    except Exception:                              # the study is not in the log yet
+        return {}
+    out = {}
+    for t in study.get_trials(deepcopy=False):
+        out[t.state.name] = out.get(t.state.name, 0) + 1
+    return out
 
 
-def _trials(db):
-    study = optuna.load_study(study_name="ncdoc-tune", storage=f"sqlite:///{db}")
+def _trials(journal):
+    study = optuna.load_study(study_name="ncdoc-tune", storage=_storage(journal))
     return {t.number: t for t in study.trials}
 
 
@@ -32,9 +42,10 @@ def _trials(db):
 @pytest.mark.slow
 def test_sigkill_mid_study_then_resume_keeps_completed_and_requeues_running(tmp_path):
     out = tmp_path / "out"
-    db = out / "study.db"
-    args = [sys.executable, "-m", "ncdoc", "tune", "--preset", "h100-ib-2node", "--out", str(out),
-            "--repeats", "1", "--top-k", "0"]
+    db = out / "study.journal"
+    # Two node groups: trials run as Ray tasks while the driver is killed.
+    args = [sys.executable, "-m", "ncdoc", "tune", "--preset", "h100-roce-8node", "--out", str(out),
+            "--repeats", "1", "--top-k", "0", "--groups", "2"]
     proc = subprocess.Popen(args + ["--trials", "40"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     try:
@@ -60,12 +71,15 @@ def test_sigkill_mid_study_then_resume_keeps_completed_and_requeues_running(tmp_
     running = {n: t.params for n, t in before.items() if t.state.name == "RUNNING"}
     assert len(complete) >= 3 and running
 
-    total = len(complete) + len(running) + 2
+    total = len(before) + 4                                     # room for every queued trial, the requeued ones too
+    # The resumed driver runs the rest in process (the simulator needs no Ray): what matters is the storage.
+    args.remove("--groups")
+    args.remove("2")
     res = subprocess.run(args + ["--trials", str(total), "--resume", "--json"], capture_output=True, text=True,
                          timeout=180, start_new_session=True)
     assert res.returncode == 0, res.stderr[-3000:]
     summary = json.loads(res.stdout)
-    assert summary["schema_version"] == 1 and sorted(summary["requeued"]) == sorted(running)
+    assert summary["schema_version"] == 2 and sorted(summary["requeued"]) == sorted(running)
     assert "marked failed and queued again" in res.stderr
     after = _trials(db)
     for n, (params, value) in complete.items():                 # every completed trial is still there
@@ -81,12 +95,10 @@ def test_sigkill_mid_study_then_resume_keeps_completed_and_requeues_running(tmp_
     assert not [t for t in after.values() if t.state.name == "RUNNING"]
 
 
-@pytest.mark.ray
-@pytest.mark.slow
 def _interrupt_a_tune(out):
     """Start a tune, SIGINT it while a trial runs; (returncode, stdout, stderr)."""
-    db = out / "study.db"
-    proc = subprocess.Popen([sys.executable, "-m", "ncdoc", "tune", "--preset", "h100-ib-2node", "--out", str(out),
+    db = out / "study.journal"
+    proc = subprocess.Popen([sys.executable, "-m", "ncdoc", "tune", "--preset", "h100-roce-8node", "--out", str(out),
                              "--repeats", "1", "--trials", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
@@ -103,6 +115,7 @@ def _interrupt_a_tune(out):
     return proc.returncode, stdout, stderr
 
 
+@pytest.mark.slow
 def test_ctrl_c_stores_running_trials_as_interrupted_and_queues_them(tmp_path):
     # a simulated trial takes milliseconds: the signal can land just after the trial seen RUNNING
     # finished; such a try proves nothing about running trials, so it is taken again
@@ -111,12 +124,12 @@ def test_ctrl_c_stores_running_trials_as_interrupted_and_queues_them(tmp_path):
         rc, stdout, stderr = _interrupt_a_tune(out)
         assert rc == 130 and stdout == "", stderr[-3000:]
         assert "--resume" in stderr and "Traceback" not in stderr
-        trials = _trials(out / "study.db")
+        trials = _trials(out / "study.journal")
         stopped = [t for t in trials.values() if t.user_attrs.get("ncdoc.fail_kind") == "interrupted"]
         if stopped:
             break
     assert stopped and all(t.state.name == "FAIL" for t in stopped)
-    queued = [t for t in trials.values() if t.state.name == "WAITING"]
+    queued = [t for t in trials.values() if t.state.name == "WAITING" and "ncdoc.requeued_from" in t.user_attrs]
     assert sorted(t.user_attrs["ncdoc.requeued_from"] for t in queued) == sorted(t.number for t in stopped)
 
 
@@ -132,7 +145,17 @@ def test_torch_backend_without_torch_is_a_clear_usage_error(tmp_path, capsys):
     assert rc == 2 and "backend torch is not available:" in err and "Traceback" not in err
 
 
+def test_without_a_gpu_and_without_a_cluster_it_exits_2_listing_the_presets(tmp_path, capsys, monkeypatch):
+    import ncdoc.tuner.run as run
+    monkeypatch.setattr(run, "has_gpu", lambda: False)
+    rc = main(["tune", "--out", str(tmp_path)])
+    err = capsys.readouterr().err
+    assert rc == 2 and "no GPU" in err and "--preset NAME (one of: h100-ib-2node" in err and "Traceback" not in err
+    assert not (tmp_path / "nccl.env").exists()
+
+
 @pytest.mark.parametrize("argv,match", [
+    (["--confirm-pairs", "2"], "--confirm-pairs >= 5"),
     (["--sampler", "cmaes"], "not available"),
     (["--format", "toml"], "unknown --format"),
     (["--preset", "nope"], "unknown simulator preset"),
@@ -152,17 +175,27 @@ def test_bad_options_exit_2_with_one_line(tmp_path, capsys, argv, match):
     assert rc == 2 and match in err and "Traceback" not in err
 
 
-@pytest.mark.ray
-def test_json_summary_and_files(ray_runtime, tmp_path, capsys):
-    rc = main(["tune", "--preset", "h100-roce-2node", "--trials", "6", "--repeats", "1", "--confirm-pairs", "3",
-               "--top-k", "1", "--out", str(tmp_path), "--format", "dotenv,json", "--json"])
+def test_json_summary_and_files(tmp_path, capsys):
+    rc = main(["tune", "--preset", "h100-roce-8node", "--trials", "8", "--repeats", "1", "--top-k", "1",
+               "--out", str(tmp_path), "--format", "dotenv,json", "--json"])
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     data = json.loads(cap.out)
-    assert data["schema_version"] == 1 and data["trials_complete"] + data["trials_failed"] == 6
-    assert set(data["files"]) == {"sh", "dotenv", "json", "tuner_conf", "explain", "summary"}
+    assert data["schema_version"] == 2 and data["backend"] == "sim" and data["simulated"] is True
+    assert data["trials_complete"] + data["trials_stopped_early"] + data["trials_failed"] == 8
+    assert data["measurements"] > 8 and data["changes"]
+    assert {"sh", "dotenv", "json", "explain", "summary"} <= set(data["files"])
     assert json.loads((tmp_path / "summary.json").read_text()) == data
-    assert "trial 6 of 6" in cap.err                             # progress went to stderr, plain lines
+    assert "trial 8 of 8" in cap.err                             # progress went to stderr, plain lines
+    assert "SIMULATED" in cap.err
+
+
+def test_console_summary_says_simulated_and_what_to_do(tmp_path, capsys):
+    rc = main(["tune", "--preset", "h100-roce-8node", "--trials", "6", "--repeats", "1", "--out", str(tmp_path),
+               "--storage", "memory"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert out.startswith("SIMULATED: not measured on hardware") and "Rerun with --backend nccl-tests" in out
 
 
 def test_progress_is_a_live_line_on_a_tty_and_plain_lines_otherwise():

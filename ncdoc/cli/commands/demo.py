@@ -10,7 +10,7 @@ DESCRIPTION = """\
 Runs ncdoc's three jobs on a bundled two-node example cluster (8 x H100 with 8 x 400G RoCE
 per node) launched with a misconfigured env: the pre-launch check, doctor, triage of the
 launch script and of what all_reduce_perf measured, a generated env, and a short tune on
-the simulator (Optuna trials dispatched as tasks on a local Ray instance).
+the simulator (in this process; every file it writes says SIMULATED).
 
 It writes into OUT: evidence/ (the inputs), generated.env, nccl.env, nccl_tuner.conf,
 EXPLAIN.md, the study database and report.html (everything on one page). Each step prints the command it runs, so you can repeat
@@ -21,7 +21,7 @@ it by hand or point it at your own files.
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="ncdoc-demo", metavar="DIR",
                    help="folder for the demo's files (default: ./ncdoc-demo)")
-    p.add_argument("--trials", type=int, default=16, help="tuning trials (default: 16)")
+    p.add_argument("--trials", type=int, default=30, help="tuning trials (default: 30)")
     p.add_argument("--seed", type=int, default=0, help="simulator and sampler seed (default: 0)")
 
 

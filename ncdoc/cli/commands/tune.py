@@ -12,26 +12,34 @@ NAME = "tune"
 HELP = "search NCCL env settings for a workload (Optuna study, trials on Ray) and write nccl.env"
 DESCRIPTION = """\
 Measure the current environment (the baseline), then search NCCL variables for the chosen
-workload with an Optuna study (TPE by default), each trial a fresh process on Ray. The best
-candidates are measured again against the baseline, interleaved (A B A B ...); a change is
-recommended only when its gain clears the measured noise, and then reduced to the variables
-that matter (each one reverted in turn and re-measured).
+workload: each variable's values alone first (screening), then a joint search over the ones
+that moved the score (Optuna, TPE by default), stopping clearly worse trials after their first
+run. The best candidates are measured again against the baseline in shuffled rounds and must
+clear both a t bound and Wilcoxon's test; the winner is reduced to the variables that matter
+(leave-one-out, repeated until nothing drops); where the backend can load a tuner table,
+per-size algorithm/protocol choices are probed; last, the guard sweep measures the final env
+(and table) against the baseline on small sizes and every collective the job runs, and any
+size slower beyond noise rejects it.
+
+Only what `ncdoc lint` passes for the NCCL version in use is searched and written: no global
+NCCL_ALGO or NCCL_PROTO, no thread or CTA counts, no value equal to NCCL's default.
 
 Writes to --out (default ./ncdoc-tune): nccl.env (shell export lines), other formats on
-request, nccl_tuner.conf (for NCCL's example tuner plugin), EXPLAIN.md, summary.json and
-the study itself (study.db; open it with optuna-dashboard). Ctrl-C keeps the study:
-run the same command with --resume to continue it.
+request, nccl_tuner.conf (for NCCL's example tuner plugin; only when confirmed), EXPLAIN.md,
+summary.json and the study itself (study.journal; open it with optuna-dashboard). Ctrl-C keeps the
+study: run the same command with --resume to continue it. A simulated tune says SIMULATED in
+every file: rerun it with --backend nccl-tests before deploying.
 
 backends:
-  sim         the simulator (default where no GPU is present): --preset, or --snapshot /
-              --example with --nodes and fabric flags
+  sim         the simulator (the default where no GPU is present): say which cluster with
+              --preset, or --snapshot / --example with --nodes and fabric flags
   nccl-tests  runs all_reduce_perf etc. (--nccl-tests-dir); several nodes via mpirun (--hosts)
-              or a Ray cluster with node groups (--ray-address)
+              or a Ray cluster with node groups (--ray-address); --tuner-plugin for tables
   torch       a torch.distributed benchmark in Ray actors, one per GPU
 
 examples:
-  ncdoc tune --preset h100-roce-2node --trials 40
-  ncdoc tune --example dgx-h100 --nodes 4 --fabric roce --profile moe-alltoall
+  ncdoc tune --preset h100-roce-8node --trials 40
+  ncdoc tune --example dgx-h100 --nodes 4 --fabric roce --leaf-nodes 2 --profile moe-alltoall
   ncdoc tune --backend nccl-tests --nccl-tests-dir ~/nccl-tests/build --gpus-per-node 8
   ncdoc tune --preset h100-ib-2node --storage /shared/ncdoc.journal --resume
 """
@@ -65,14 +73,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fab.add_argument("--fabric", choices=FABRICS, help="network between nodes")
     fab.add_argument("--nic-gbps", type=float, metavar="GBPS", help="rate of each NIC, Gb/s")
     fab.add_argument("--nics-per-node", type=_positive_int, metavar="N")
-    fab.add_argument("--ecmp-paths", type=int, metavar="N", help="spine paths flows hash onto (0: adaptive routing)")
-    fab.add_argument("--congestion", type=float, metavar="X", help="background congestion, 0..1")
+    fab.add_argument("--ecmp-paths", type=int, metavar="N", help="spine paths RoCE flows hash onto (0: no hashing)")
+    fab.add_argument("--leaf-nodes", type=int, metavar="N",
+                     help="nodes under one leaf switch: traffic between leaves crosses the spine (0: one leaf)")
+    fab.add_argument("--switch-ar", action="store_true", default=None,
+                     help="the RoCE switches do adaptive routing")
+    fab.add_argument("--congestion", type=float, metavar="X",
+                     help="background congestion, 0..1 (a stress test: healthy fabrics have none)")
     fab.add_argument("--noise", type=float, metavar="SIGMA", help="measurement noise (log-normal sigma)")
     fab.add_argument("--sim-failures", choices=("report", "emulate"), default="report",
                      help="emulate: a simulated hang really hangs and a crash kills the worker (rehearses timeouts)")
     st = parser.add_argument_group("study")
-    st.add_argument("--trials", type=_positive_int, default=50, help="measured trials (default 50)")
-    st.add_argument("--repeats", type=_positive_int, default=3, help="runs per trial, median counts (default 3)")
+    st.add_argument("--trials", type=_positive_int, default=40, help="measured trials (default 40)")
+    st.add_argument("--repeats", type=_positive_int, default=2,
+                    help="runs per trial at most, median counts; clearly worse trials stop after one (default 2)")
     st.add_argument("--profile", metavar="NAME",
                     help="workload profile: dp-allreduce (default), moe-alltoall, latency, fsdp")
     st.add_argument("--collectives", type=_csv, metavar="LIST",
@@ -80,14 +94,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     st.add_argument("--space", metavar="FILE", help="your own search space (YAML; see tuners/spaces/ib.yaml)")
     st.add_argument("--sampler", default="tpe", choices=("tpe", "random", "grid", "cmaes", "qmc"))
     st.add_argument("--storage", metavar="URL",
-                    help="Optuna storage: sqlite:///f.db, postgresql://..., or a journal file (*.log, *.journal) "
-                         "on shared disk (default: OUT/study.db)")
+                    help="Optuna storage: sqlite:///f.db, postgresql://..., a journal file (*.log, *.journal) "
+                         "on shared disk, or memory (nothing kept, no --resume) (default: OUT/study.journal)")
     st.add_argument("--study-name", default="ncdoc-tune")
     st.add_argument("--resume", action="store_true", help="continue the study of the same name")
     st.add_argument("--seed", type=int, default=0)
-    st.add_argument("--top-k", type=int, default=3, help="candidates re-measured against the baseline (default 3)")
-    st.add_argument("--confirm-pairs", type=int, default=8,
-                    help="interleaved rounds when re-measuring against the baseline (default 8)")
+    st.add_argument("--top-k", type=int, default=2, help="candidates re-measured against the baseline (default 2)")
+    st.add_argument("--confirm-pairs", type=int, default=6,
+                    help="rounds of each re-measurement against the baseline, order shuffled per round (default 6)")
+    st.add_argument("--replicate", action="store_true",
+                    help="run the final comparison on a second node group too; both must agree")
     st.add_argument("--min-gain", type=float, default=1.0, metavar="PCT",
                     help="smallest gain worth recommending, percent (default 1)")
     run = parser.add_argument_group("dispatch")
@@ -100,6 +116,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     run.add_argument("--gpus-per-node", type=_positive_int, metavar="N")
     run.add_argument("--hosts", type=_csv, metavar="LIST", help="hosts for mpirun (nccl-tests across nodes)")
     run.add_argument("--mpirun", default="mpirun", metavar="CMD")
+    run.add_argument("--tuner-plugin", metavar="PATH",
+                     help="NCCL's libnccl-tuner-example.so: lets real backends measure tuner tables")
     out = parser.add_argument_group("output")
     out.add_argument("--out", default="ncdoc-tune", metavar="DIR", help="output folder (default ./ncdoc-tune)")
     out.add_argument("--format", dest="formats", action="append", type=_csv, metavar="FMT",
@@ -111,7 +129,8 @@ def options_from_args(args: argparse.Namespace):
     from ncdoc.tuner.run import TuneOptions
 
     fabric = {"fabric": args.fabric, "nic_rate_gbps": args.nic_gbps, "nics_per_node": args.nics_per_node,
-              "ecmp_paths": args.ecmp_paths, "congestion": args.congestion, "noise_sigma": args.noise}
+              "ecmp_paths": args.ecmp_paths, "leaf_nodes": args.leaf_nodes, "switch_ar": args.switch_ar,
+              "congestion": args.congestion, "noise_sigma": args.noise}
     formats = tuple(f for group in (args.formats or ()) for f in group)
     if args.min_gain < 0:
         raise UsageError("--min-gain must not be negative")
@@ -123,25 +142,7 @@ def options_from_args(args: argparse.Namespace):
         groups=args.groups, timeout_s=args.timeout, out=args.out, seed=args.seed, formats=formats or ("sh",),
         top_k=args.top_k, confirm_pairs=args.confirm_pairs, min_gain=args.min_gain / 100.0,
         nccl_tests_dir=args.nccl_tests_dir, gpus_per_node=args.gpus_per_node, hosts=args.hosts or (),
-        mpirun=args.mpirun, sim_failures=args.sim_failures)
-
-
-def _text(result) -> str:
-    r = result
-    lines = [f"ncdoc tune: {r.trials_complete} trials measured ({r.trials_failed} failed), backend "
-             f"{r.backend.get('backend')}" + (f" ({r.backend['cluster']})" if r.backend.get("cluster") else "")
-             + f", profile {r.profile.name}"]
-    if r.final is not None:
-        f = r.final
-        lines.append(f"recommended: {f.pct(f.gain):+.1f} % busbw against the current environment "
-                     f"(lower confidence bound {f.pct(f.lcb):+.1f} %, {f.n} interleaved rounds):")
-        lines += [f"  {k}={v}" for k, v in r.env.items() if r.baseline_env.get(k) != v]
-        lines += [f"  unset {k}" for k in r.unset]
-    else:
-        lines.append("no change recommended: nothing beat the current environment by more than the measured noise")
-    lines.append("files:")
-    lines += [f"  {path}" for path in r.files.values()]
-    return "\n".join(lines)
+        mpirun=args.mpirun, sim_failures=args.sim_failures, replicate=args.replicate, tuner_plugin=args.tuner_plugin)
 
 
 def _interrupted(exc: BaseException | None) -> bool:
@@ -171,5 +172,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.to_json(), indent=2))
     else:
-        print(_text(result))
+        from ncdoc.tuner.outputs import console_summary
+        print(console_summary(result))
     return 0

@@ -77,6 +77,7 @@ class Backend:
     needs_fresh_process = False  # True: NCCL runs inside the worker, so each env needs its own process
     in_process_ok = False        # True: measure() never hangs or kills its process, so no worker is needed
     simulated = False            # True: numbers come from a model, not from hardware
+    model_cluster: Any = None    # ncdoc.tuner.sim's view of the hardware: what NCCL would choose (tables)
     # What most backends know up front; subclasses set these in __init__ or override the methods.
     hw: "Hardware | None" = None
     base_env: dict = {}

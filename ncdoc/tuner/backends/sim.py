@@ -54,6 +54,7 @@ class SimBackend(Backend):
         self.delay_s = delay_s          # stands for the benchmark's run time (dispatch benchmark)
         # A simulated failure is reported, never lived through, unless emulated: no worker needed.
         self.in_process_ok = not emulate_failures
+        self.model_cluster = cluster
 
     def table_support(self) -> str | None:
         return None                     # the simulator loads rules as NCCL's example plugin does
@@ -91,9 +92,13 @@ class SimBackend(Backend):
         if self.delay_s:
             time.sleep(self.delay_s)
         rows = []
+        # Another node group is other nodes: other noise and stragglers (the first group, or no
+        # group at all, keeps the backend's own seed).
+        group = context.group if context else ""
+        seed = self.seed if group in _HOME_GROUPS else self.seed + 1 + sum(map(ord, group))
         try:
             for collective, sizes in workload:
-                res = simulate(self.cluster, env, collective, list(sizes), seed=self.seed,
+                res = simulate(self.cluster, env, collective, list(sizes), seed=seed,
                                repeat_index=repeat_index, table=tuple(table))
                 rows.append((collective, tuple(
                     SizeResult(size=s, busbw=r.busbw, algbw=r.algbw, time_us=r.time_us, algo=r.algo,
@@ -108,4 +113,5 @@ class SimBackend(Backend):
         return Measurement(tuple(rows))
 
 
+_HOME_GROUPS = ("", "local", "in-process", "default", "ncdoc_nodegroup_0")
 _VERB = {"init": "fail at init", "call": "fail the call", "crash": "crash", "hang": "hang"}

@@ -70,7 +70,8 @@ ECMP_QP_EFF, ECMP_AR_EFF, ECMP_JITTER = 0.88, 0.97, 0.03
 # busbw loss at scale exists, so the cost is kept at <= 3 % for 16 split QPs at large sizes and
 # a few us at small ones). QP contexts beyond a NIC's cache: a modelling assumption (RCCL's QP
 # sharing, ROCm PR#9335, exists for that limit), with no public paired measurement.
-QP_SPLIT_BW, QP_RR_BW, QP_SPLIT_LAT_US, QP_RR_LAT_US, QP_CACHE = 0.002, 0.0005, 0.25, 0.05, 4096
+QP_SPLIT_BW, QP_RR_BW, QP_SPLIT_LAT_US, QP_RR_LAT_US, QP_CACHE = 0.002, 0.0005, 0.05, 0.0, 4096
+QP_SPLIT_MIN = 128           # NCCL splits a message over the QPs in 128-byte aligned parts: tiny ones use one
 # CROSS_NIC on rail-optimised fabrics: 2 (default) lets NCCL alternate rings over the rails,
 # 370 -> 390 GB/s against rail-aligned rings only (oci-hpc PR#48 citing sjeaugey, GTC24 S62129).
 CROSS_NIC0_EFF = 370.0 / 390.0
@@ -242,11 +243,15 @@ def qp_bandwidth_factor(v: FabricView, qp_contexts_per_nic: float) -> float:
     return f
 
 
-def qp_latency_us(v: FabricView) -> float:
+def qp_latency_us(v: FabricView, message: float) -> float:
+    """Per network step: posting a message as several work requests (split mode) costs each extra QP."""
     p = v.tables.params
     if v.tables.topo.net == "Socket" or v.tables.topo.nnodes == 1:
         return 0.0
-    return (QP_SPLIT_LAT_US if p.ib_split else QP_RR_LAT_US) * (max(1, p.ib_qps) - 1)
+    q = max(1, p.ib_qps)
+    if p.ib_split and message < q * QP_SPLIT_MIN:
+        return 0.0
+    return (QP_SPLIT_LAT_US if p.ib_split else QP_RR_LAT_US) * (q - 1)
 
 
 def node_network(v: FabricView, nchannels: int, run_seed: int, *, in_flight: int = NCCL_STEPS,
@@ -378,7 +383,8 @@ def true_time_us(v: FabricView, collective: str, coll: int | None, choice: Choic
             # message (AddyLaddy in NVIDIA/nccl#1050); latency only, no bandwidth lever.
             lat += 0.3 * steps
         lat *= 0.4 + 0.6 * net_mult
-        lat += qp_latency_us(v) * steps
+        per_step = nbytes / max(1, choice.nchannels) / (n if a == RING else 1)
+        lat += qp_latency_us(v, per_step) * steps
     bus = collective_bus(v, coll, choice, run_seed)
     log_size = (nbytes >> 6).bit_length() - 1
     if a == TREE and coll == ALLREDUCE and 0 <= log_size < 23:
@@ -431,7 +437,7 @@ def _p2p_time(v: FabricView, collective: str, choice: Choice, nbytes: int, run_s
         per_gpu *= 0.5 if ll else eff
     if collective == "sendrecv":
         if nn > 1:
-            rate, lat = per_gpu, 8.0 * v.lat_net + 4.0 + qp_latency_us(v)
+            rate, lat = per_gpu, 8.0 * v.lat_net + 4.0 + qp_latency_us(v, nbytes / max(1, v.net_peer_channels))
         else:
             rate, lat = v.p2p_intra * (0.5 if ll else 1.0), 6.0
         return lat + nbytes / (1000.0 * rate)
