@@ -1,19 +1,15 @@
-"""Before anything is recommended: interleaved re-measurement, two tests, leave-one-out, the guard sweep.
+"""Before anything is recommended: re-measurement against the baseline, two tests, leave-one-out, the guard sweep.
 
-A study's best trial is partly luck: among many noisy trials, the maximum is biased upward. So
-candidates are measured again against the baseline in one job on one node group, in rounds
-(each round runs every side once, in an order shuffled per round, so neither drift nor position
-favours a side). A side's gain is the mean of its paired log-ratios against the baseline; it is
-accepted only when both the one-sided t bound (Bonferroni-corrected over the candidates) and
-Wilcoxon's signed-rank test (on the pairs, against the floor --min-gain) clear the floor: one odd
-round cannot carry a verdict.
-
-Then leave-one-out in the final environment: rounds of [all, all but v1, all but v2, ...]; a
-variable whose removal costs nothing beyond noise is dropped, and it is measured again until
-nothing drops, so the figures EXPLAIN.md gives per variable come from the environment it
-recommends. Last, the guard sweep: the final env (and its tuner table) against the baseline on
-the profile's workload, small sizes and every collective the job runs; a regression beyond noise
-at any size rejects it.
+A study's best trial is partly luck: among many noisy trials, the maximum is biased upward. So the
+candidates are measured again, best first, one job each on one node group, in rounds (each round
+runs every side once, in an order shuffled per round, so neither drift nor position favours a
+side): the baseline, the candidate, and the candidate without each of its variables in turn. The
+candidate against the baseline must clear the floor (--min-gain) by both the one-sided t bound
+and Wilcoxon's signed-rank test (Bonferroni-corrected over the candidates), and no size of the
+guard workload (the profile's, 8 B - 1 MiB, every collective the job runs) may be slower beyond
+noise: that comparison is the confirmation and the guard sweep at once. A variable whose removal
+costs nothing beyond noise is dropped and the rest measured again, until nothing drops, so the
+figures EXPLAIN.md gives per variable come from the environment it recommends.
 """
 
 from __future__ import annotations
@@ -181,36 +177,6 @@ def _bounds(cmp: Comparison, conf: float) -> str:
             f"{cmp.n} rounds")
 
 
-def confirm(run_jobs: Callable[[list[Job]], dict], candidates: Sequence[Mapping[str, str]], *,
-            trial_base: Mapping[str, str], base_env: Mapping[str, str], profile: Profile,
-            baseline_buckets: Mapping[str, float], pairs: int, timeout_s: float, min_gain: float,
-            seed: int = 0) -> list[Verdict]:
-    """Re-measure the candidates against the baseline in one job: rounds of A B0 B1 ..., shuffled,
-    over the guard workload too, so a candidate that slows any size is rejected here."""
-    sides = [Side("A", env_tuple(base_env))] + [Side(f"B{i}", env_tuple(apply_params(trial_base, p)))
-                                                 for i, p in enumerate(candidates)]
-    job = final_job(sides, profile, rounds_for(pairs, len(candidates)), timeout_s, key="confirm", offset=0, seed=seed)
-    res = run_jobs([job])["confirm"]
-    conf = 1.0 - (1.0 - CONFIDENCE) / max(1, len(candidates))       # Bonferroni over the candidates
-    floor = math.log1p(min_gain)
-    out = []
-    for params, side in zip(candidates, sides[1:]):
-        cmp = compare(f"confirm-{side.label}", res, profile, baseline_buckets, "A", side.label, confidence=conf,
-                      floor=floor, guard=job.workload)
-        if cmp.failed:
-            ok, why = False, f"re-measurement failed: {cmp.failed}"
-        elif cmp.regressions:
-            ok, why = False, (f"gain {pct(cmp.gain):+.1f} % ({_bounds(cmp, conf)}), but slower beyond noise at "
-                              + "; ".join(cmp.regressions))
-        elif cmp.clears(floor, 1.0 - conf):
-            ok, why = True, f"gain {pct(cmp.gain):+.1f} % ({_bounds(cmp, conf)}) clears the floor {pct(floor):.1f} %"
-        else:
-            ok, why = False, (f"gain {pct(cmp.gain):+.1f} % ({_bounds(cmp, conf)}) does not clear the floor "
-                              f"{pct(floor):.1f} %")
-        out.append(Verdict(dict(params), cmp, floor, ok, why))
-    return out
-
-
 @dataclass(frozen=True)
 class VariableEffect:
     name: str
@@ -230,58 +196,119 @@ def changes(params: Mapping[str, str], trial_base: Mapping[str, str]) -> dict[st
     return {k: v for k, v in params.items() if trial_base.get(k, UNSET) != v and not (v == UNSET and k not in trial_base)}
 
 
-def leave_one_out(run_jobs: Callable[[list[Job]], dict], params: Mapping[str, str], *, space: SearchSpace,
-                  trial_base: Mapping[str, str], profile: Profile, baseline_buckets: Mapping[str, float],
-                  pairs: int, timeout_s: float, min_gain: float, log: Callable[[str], None] | None = None,
-                  seed: int = 0) -> tuple[dict[str, str], list[VariableEffect], int]:
-    """Drop every variable whose removal costs nothing beyond noise; repeat in the reduced env until
-    nothing drops. Returns the final changes, the effects (the last round's are in the final env)
-    and how many rounds of leave-one-out ran."""
+@dataclass(frozen=True)
+class Outcome:
+    verdicts: tuple[Verdict, ...]            # each candidate tried, with its first measurement
+    changes: dict[str, str]                  # what is recommended (empty: nothing)
+    effects: tuple[VariableEffect, ...]      # leave-one-out, all passes (the last ones in the final env)
+    final: Comparison | None                 # the recommended env against the baseline, guard sweep included
+    passes: int
+
+
+def confirm_and_reduce(run_jobs: Callable[[list[Job]], dict], candidates: Sequence[Mapping[str, str]], *,
+                       space: SearchSpace, trial_base: Mapping[str, str], base_env: Mapping[str, str],
+                       profile: Profile, baseline_buckets: Mapping[str, float], pairs: int, timeout_s: float,
+                       min_gain: float, seed: int = 0, log: Callable[[str], None] | None = None) -> Outcome:
+    """Candidates in turn, best first, until one holds, then leave-one-out in it.
+
+    Confirmation: one job over the profile and the guard workload, rounds of [baseline, candidate]
+    in shuffled order; both tests must clear the floor and no size be slower (the guard sweep).
+    Leave-one-out (two variables or more): rounds of [all, all but v1, all but v2, ...]; a variable
+    worth nothing beyond noise is dropped, and the reduced env is confirmed again with the rest
+    left out in turn, until nothing drops: the last figures are the recommended env's own."""
     log = log or (lambda msg: None)
-    workload = tuple((c, tuple(s)) for c, s in profile.workload())
-    current = changes(params, trial_base)
-    history: list[VariableEffect] = []
+    floor = math.log1p(min_gain)
+    alpha = (1.0 - CONFIDENCE) / max(1, len(candidates))        # Bonferroni over the candidates tried
+    verdicts: list[Verdict] = []
+    effects: list[VariableEffect] = []
     passes = 0
-    while len(current) > 1:
+
+    def run(sides: list[Side], tests: int) -> tuple[Any, Job]:
+        nonlocal passes
         passes += 1
-        full = apply_params(trial_base, current)
-        sides = [Side("all", env_tuple(full))]
-        names = []
-        for name in sorted(current):
-            reduced = {**current, name: trial_base.get(name, UNSET)}
-            if space.violations(reduced):
-                continue
-            names.append(name)
-            sides.append(Side(f"-{name}", env_tuple(apply_params(trial_base, reduced))))
-        if not names:
-            break
-        key = f"loo-{passes}"
-        res = run_jobs([interleaved_job(key, sides, rounds_for(pairs, len(names)), workload, timeout_s,
-                                        offset=5000 + 100 * passes, seed=seed)])[key]
-        conf = 1.0 - (1.0 - CONFIDENCE) / max(1, len(names))   # Bonferroni over the variables
-        floor = math.log1p(min_gain) / 2
-        effects, drop = [], []
-        for name in names:
-            cmp = compare(key, res, profile, baseline_buckets, f"-{name}", "all", confidence=conf, floor=floor)
-            cost, lcb = cmp.gain, cmp.lcb
-            matters = bool(cmp.failed) or cmp.clears(floor, 1.0 - conf)
+        key = f"confirm-{passes}"
+        job = final_job(sides, profile, rounds_for(pairs, tests), timeout_s, key=key, offset=100 * passes, seed=seed)
+        return run_jobs([job])[key], job
+
+    def holds(current: Mapping[str, str], extra: list[str]) -> tuple[Comparison, Any]:
+        sides = [Side("A", env_tuple(base_env)), Side("all", env_tuple(apply_params(trial_base, current)))]
+        sides += [Side(f"-{n}", env_tuple(apply_params(trial_base, {**current, n: trial_base.get(n, UNSET)})))
+                  for n in extra]
+        res, job = run(sides, max(len(candidates), len(extra)))
+        return compare(job.key, res, profile, baseline_buckets, "A", "all", confidence=1.0 - alpha, floor=floor,
+                       guard=job.workload), res
+
+    def worth(res: Any, current: Mapping[str, str], names: list[str]) -> list[VariableEffect]:
+        conf = 1.0 - (1.0 - CONFIDENCE) / max(1, len(names))
+        out = []
+        for n in names:
+            cmp = compare("loo", res, profile, baseline_buckets, f"-{n}", "all", confidence=conf, floor=floor / 2)
+            matters = bool(cmp.failed) or cmp.clears(floor / 2, 1.0 - conf)
             if cmp.failed:
                 why = f"kept: the run without it failed ({cmp.failed})"
             elif matters:
-                why = (f"kept: without it the score drops {loss_pct(cost):.1f} % (at least {loss_pct(lcb):.1f} % at "
-                       f"{100 * conf:.1f} % confidence, Wilcoxon p={cmp.p_wilcoxon:.3f}, {cmp.n} rounds)")
+                why = (f"kept: without it the score drops {loss_pct(cmp.gain):.1f} % (at least {loss_pct(cmp.lcb):.1f} % "
+                       f"at {100 * conf:.1f} % confidence, Wilcoxon p={cmp.p_wilcoxon:.3f}, {cmp.n} rounds)")
             else:
-                why = f"dropped: without it the score changes {pct(-cost):+.1f} %, within noise ({cmp.n} rounds)"
-            effects.append(VariableEffect(name, current[name], matters, cost, cmp.sd, lcb, cmp.n, cmp.buckets, why))
-            log(f"leave-one-out {passes}: {name}={current[name]}: {why}")
-            if not matters:
-                drop.append(name)
-        if not drop:
-            history += [VariableEffect(**{**e.__dict__, "final": True}) for e in effects]
-            return current, history, passes
-        history += effects
-        current = {k: v for k, v in current.items() if k not in drop}
-    return current, history, passes
+                why = f"dropped: without it the score changes {pct(-cmp.gain):+.1f} %, within noise ({cmp.n} rounds)"
+            out.append(VariableEffect(n, current[n], matters, cmp.gain, cmp.sd, cmp.lcb, cmp.n, cmp.buckets, why))
+            log(f"leave-one-out: {n}={current[n]}: {why}")
+        return out
+
+    def removable(current: Mapping[str, str]) -> list[str]:
+        return [n for n in sorted(current) if len(current) > 1
+                and not space.violations({**current, n: trial_base.get(n, UNSET)})]
+
+    for i, cand in enumerate(candidates):
+        current = changes(cand, trial_base)
+        whole, _ = holds(current, [])
+        verdicts.append(_verdict(cand, whole, floor, alpha))
+        log(f"candidate {i + 1}: {'accepted' if verdicts[-1].recommended else 'rejected'}: {verdicts[-1].why}")
+        if not verdicts[-1].recommended:
+            continue
+        names = removable(current)
+        if not names:
+            return Outcome(tuple(verdicts), current, tuple(effects), whole, passes)
+        sides = [Side("all", env_tuple(apply_params(trial_base, current)))]
+        sides += [Side(f"-{n}", env_tuple(apply_params(trial_base, {**current, n: trial_base.get(n, UNSET)})))
+                  for n in names]
+        res, _ = run(sides, len(names))
+        while True:
+            now = worth(res, current, names)
+            drop = [e.name for e in now if not e.kept]
+            if len(drop) == len(names):
+                # None matters alone, yet together they do: keep the one whose removal costs most.
+                drop.remove(max(now, key=lambda e: e.cost).name)
+            if not drop:
+                effects += [VariableEffect(**{**e.__dict__, "final": True}) for e in now]
+                return Outcome(tuple(verdicts), current, tuple(effects), whole, passes)
+            effects += now
+            reduced = {k: v for k, v in current.items() if k not in drop}
+            names = removable(reduced)
+            again, res = holds(reduced, names)
+            if not (again.clears(floor, alpha) and not again.regressions):
+                # Without what was dropped it no longer holds: the previous set is the smallest that does.
+                log("leave-one-out: the reduced env does not hold on its own; keeping the previous one")
+                effects[-len(now):] = [VariableEffect(**{**e.__dict__, "final": True}) for e in now]
+                return Outcome(tuple(verdicts), current, tuple(effects), whole, passes)
+            current, whole = reduced, again
+            if not names:
+                return Outcome(tuple(verdicts), current, tuple(effects), whole, passes)
+    return Outcome(tuple(verdicts), {}, tuple(effects), None, passes)
+
+
+def _verdict(params: Mapping[str, str], cmp: Comparison, floor: float, alpha: float) -> Verdict:
+    conf = 1.0 - alpha
+    if cmp.failed:
+        return Verdict(dict(params), cmp, floor, False, f"re-measurement failed: {cmp.failed}")
+    if cmp.regressions:
+        return Verdict(dict(params), cmp, floor, False, f"gain {pct(cmp.gain):+.1f} % ({_bounds(cmp, conf)}), but "
+                       f"slower beyond noise at {'; '.join(cmp.regressions)}")
+    if cmp.clears(floor, alpha):
+        return Verdict(dict(params), cmp, floor, True, f"gain {pct(cmp.gain):+.1f} % ({_bounds(cmp, conf)}) clears "
+                       f"the floor {pct(floor):.1f} %; no size slower")
+    return Verdict(dict(params), cmp, floor, False, f"gain {pct(cmp.gain):+.1f} % ({_bounds(cmp, conf)}) does not "
+                   f"clear the floor {pct(floor):.1f} %")
 
 
 def final_job(sides: Sequence[Side], profile: Profile, pairs: int, timeout_s: float, *, key: str = "final",

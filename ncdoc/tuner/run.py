@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 from ncdoc.errors import UsageError
 from ncdoc.tuner.backends import BACKENDS, Backend
-from ncdoc.tuner.confirm import (Comparison, Side, Verdict, VariableEffect, changes, compare, confirm, final_job,
-                                 leave_one_out, pct)
+from ncdoc.tuner.confirm import (Comparison, Side, Verdict, VariableEffect, changes, compare, confirm_and_reduce,
+                                 final_job, pct)
 from ncdoc.tuner.profiles import Profile, get_profile
 from ncdoc.tuner.space import UNSET, SearchSpace, apply_params
 from ncdoc.tuner.space_file import load_space
@@ -40,7 +40,7 @@ class TuneOptions:
     example: str | None = None
     nodes: int | None = None
     fabric: dict = field(default_factory=dict)   # simulator fabric fields (fabric, nic_rate_gbps, ...)
-    trials: int = 40
+    trials: int = 30
     repeats: int = 2
     profile: str | None = None
     collectives: tuple[str, ...] = ()
@@ -240,17 +240,21 @@ def _space(opts: TuneOptions, backend: Backend, profile: Profile, log: Callable[
     return safe_space(space, hw, profile.collectives)
 
 
-def _candidates(ranked: list[tuple[TrialRecord, float]], trial_base: dict, k: int) -> list[dict[str, str]]:
+def _candidates(ranked: list[tuple[TrialRecord, float]], trial_base: dict, k: int,
+                useful: set[str] | None = None) -> list[dict[str, str]]:
+    """The best trials by shrunk estimate, each kept to the variables that showed an effect (screening
+    or a refinement step): what rode along in a lucky trial is not a candidate's part."""
     seen, out = set(), []
     for r, est in ranked:
         if est <= 0 or len(out) >= k:
             break
-        if not changes(r.params, trial_base):
+        params = {n: (v if useful is None or n in useful else UNSET) for n, v in r.params.items()}
+        if not changes(params, trial_base):
             continue
-        key = tuple(sorted(r.params.items()))
+        key = tuple(sorted(params.items()))
         if key not in seen:
             seen.add(key)
-            out.append(dict(r.params))
+            out.append(params)
     return out
 
 
@@ -349,47 +353,64 @@ def run_tune(options: TuneOptions, *, progress: Any = None, backend: Backend | N
         baseline = study.measure_baseline()
         study.optimize()
         prog.finish()
+        stages = {"study": study.measurements}
         records = study.records()
         base_buckets = baseline["buckets"]
         noise = study.noise
         ranked = ranked_trials(records, noise)
-        cands = _candidates(ranked, trial_base, opts.top_k)
+        cands = _candidates(ranked, trial_base, opts.top_k, study.useful_variables())
         common = dict(trial_base=trial_base, profile=profile, baseline_buckets=base_buckets, pairs=opts.confirm_pairs,
                       timeout_s=timeout, min_gain=opts.min_gain, seed=opts.seed)
         verdicts: list[Verdict] = []
-        if cands:
-            log(f"re-measuring {len(cands)} candidate(s) against the baseline in {opts.confirm_pairs} rounds")
-            verdicts = confirm(study.run_jobs, cands, base_env=base_env, **common)
-        accepted = sorted((v for v in verdicts if v.recommended), key=lambda v: -v.comparison.gain)
         effects: list[VariableEffect] = []
         final_changes: dict[str, str] = {}
-        if accepted:
-            final_changes, effects, _ = leave_one_out(study.run_jobs, accepted[0].params, space=space, log=log,
-                                                      **{k: v for k, v in common.items() if k != "base_env"})
+        confirmed = None
+        if cands:
+            log(f"re-measuring up to {len(cands)} candidate(s) against the baseline ({opts.confirm_pairs}+ rounds, "
+                "with the guard sweep and leave-one-out)")
+            outcome = confirm_and_reduce(study.run_jobs, cands, space=space, base_env=base_env, log=log, **common)
+            verdicts, effects = list(outcome.verdicts), list(outcome.effects)
+            final_changes, confirmed = outcome.changes, outcome.final
+        stages["confirmation"] = study.measurements - sum(stages.values())
         env = apply_params(trial_base, final_changes)
         env, default_notes = safety.without_defaults(env, version)
         rules, overrides, table_notes = _search_table(study, backend, env, profile, opts, timeout, log)
+        stages["table probes"] = study.measurements - sum(stages.values())
         final = replica = table_cmp = None
-        if env != base_env or rules:
+        # The confirmation measured the recommended env against the baseline over the guard workload:
+        # that is its guard sweep; only an env it did not measure (removals alone) needs one here.
+        need_env = env != base_env and confirmed is None
+        replicate = opts.replicate and env != base_env
+        if need_env or rules or replicate:
             from ncdoc.tuner.dispatch import env_tuple
-            sides = [Side("A", env_tuple(base_env)), Side("B", env_tuple(env))]
-            if rules:
-                sides.append(Side("T", env_tuple(env), tuple(rules)))
-            jobs = [final_job(sides, profile, opts.confirm_pairs, timeout, seed=opts.seed)]
-            if opts.replicate:
-                jobs.append(final_job(sides, profile, opts.confirm_pairs, timeout, key="replica", offset=20000,
-                                      seed=opts.seed + 1))
-                jobs[-1] = _on_another_group(jobs[-1])
-            log("guard sweep: the final env" + (" and its tuner table" if rules else "") + " against the baseline, "
-                f"{opts.confirm_pairs} rounds over the profile, small sizes and {', '.join(profile.guard) or 'no other'} "
-                "collective(s)")
+            jobs = []
+            if need_env or rules:
+                sides = ([Side("A", env_tuple(base_env))] if need_env else []) + [Side("B", env_tuple(env))]
+                if rules:
+                    sides.append(Side("T", env_tuple(env), tuple(rules)))
+                jobs.append(final_job(sides, profile, opts.confirm_pairs, timeout, seed=opts.seed))
+                log("guard sweep: " + " and ".join(x for x, on in (("the env", need_env), ("its tuner table", rules))
+                                                   if on)
+                    + f" against {'the baseline' if need_env else 'the env alone'}, {opts.confirm_pairs} rounds over "
+                    f"the profile, small sizes and {', '.join(profile.guard) or 'no other'} collective(s)")
+            if replicate:
+                rep = [Side("A", env_tuple(base_env)), Side("B", env_tuple(env))]
+                jobs.append(_on_another_group(final_job(rep, profile, opts.confirm_pairs, timeout, key="replica",
+                                                        offset=20000, seed=opts.seed + 1)))
+                log("replication: the env against the baseline on a second node group")
             res = study.run_jobs(jobs)
             guard = jobs[0].workload
-            final = compare("final", res["final"], profile, base_buckets, "A", "B", floor=floor, guard=guard)
+            if need_env:
+                final = compare("final", res["final"], profile, base_buckets, "A", "B", floor=floor, guard=guard)
             if rules:
                 table_cmp = compare("table", res["final"], profile, base_buckets, "B", "T", guard=guard)
-            if opts.replicate:
-                replica = compare("replica", res["replica"], profile, base_buckets, "A", "B", floor=floor, guard=guard)
+            if replicate:
+                replica = compare("replica", res["replica"], profile, base_buckets, "A", "B", floor=floor,
+                                  guard=jobs[-1].workload)
+        if final is None and confirmed is not None:
+            final = confirmed
+        stages["guard sweep"] = study.measurements - sum(stages.values())
+        log("measurements: " + ", ".join(f"{k} {v}" for k, v in stages.items()))
     verdict_notes: list[str] = []
     env_ok = True                            # the env the guard sweep measured may be recommended
     if final is not None and final_changes:

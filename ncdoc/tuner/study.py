@@ -54,11 +54,13 @@ from ncdoc.tuner.storage import storage_for  # noqa: F401  (re-exported)
 
 A_FAILED, A_KIND, A_BUCKETS, A_SIZES, A_DUP, A_REQUEUED = (
     "ncdoc.failed", "ncdoc.fail_kind", "ncdoc.buckets", "ncdoc.sizes", "ncdoc.duplicate_of", "ncdoc.requeued_from")
-A_STAGE, A_SCORES, A_STOPPED = "ncdoc.stage", "ncdoc.scores", "ncdoc.stopped"
+A_STAGE, A_SCORES, A_STOPPED, A_CENTER = "ncdoc.stage", "ncdoc.scores", "ncdoc.stopped", "ncdoc.center"
 INTERRUPTED = "interrupted"
 # Failure kinds that are evidence against the setting (see the module docstring).
 SETTING_FAILURES = ("init", "call", "crash", "hang", "timeout")
 DEFAULT_NOISE = 0.02          # log-score spread assumed until the baseline's own repeats say otherwise
+_STAGE_OF = {"joint": "joint", "joint-search": "joint", "refine": "refine", "remeasure": "remeasure",
+             "explore": "search", "joint-start": "joint"}
 
 
 def _is_failure(t: Any) -> bool:
@@ -151,16 +153,59 @@ def summarise(profile: Profile, measurements: list[Measurement],
 
 
 def incumbent(records: list[TrialRecord], noise: float) -> tuple[TrialRecord, float] | None:
-    """The trial the study would recommend now and its shrunk estimate (log-ratio)."""
-    ranked = ranked_trials(records, noise)
-    return ranked[0] if ranked else None
+    """The configuration the study would recommend now, and its shrunk estimate (log-ratio).
+
+    Replayed in trial order: a challenger takes over only when its estimate beats the incumbent's by
+    one standard error of their difference, so a late lucky run does not displace a configuration
+    that several runs support (the winner's curse of a long noisy study)."""
+    ordered = sorted(records, key=lambda r: r.number)
+    current = None
+    done: list[TrialRecord] = []
+    for r in ordered:
+        done.append(r)
+        if r.state != "complete" or r.duplicate_of is not None:
+            continue
+        ranked = ranked_trials(done, noise)
+        est = {tuple(sorted(x.params.items())): (x, e) for x, e in ranked}
+        top, top_est = ranked[0]
+        if current is None:
+            current = tuple(sorted(top.params.items()))
+            continue
+        if current not in est:
+            current = tuple(sorted(top.params.items()))
+            continue
+        cur, cur_est = est[current]
+        runs = {k: len(v) for k, v in _runs(done).items()}
+        se = noise * math.sqrt(1.0 / runs.get(tuple(sorted(top.params.items())), 1) + 1.0 / runs.get(current, 1))
+        if top_est - cur_est > se:
+            current = tuple(sorted(top.params.items()))
+    if current is None:
+        return None
+    final = {tuple(sorted(x.params.items())): (x, e) for x, e in ranked_trials(ordered, noise)}
+    return final[current]
+
+
+def _runs(records: list[TrialRecord]) -> dict[tuple, list[float]]:
+    out: dict[tuple, list[float]] = {}
+    for r in records:
+        if r.state == "complete" and r.duplicate_of is None and r.mean is not None:
+            out.setdefault(tuple(sorted(r.params.items())), []).extend(r.scores or [r.mean])
+    return out
 
 
 def ranked_trials(records: list[TrialRecord], noise: float) -> list[tuple[TrialRecord, float]]:
-    """Complete trials (one per configuration) by shrunk estimate, best first."""
-    ok = [r for r in records if r.state == "complete" and r.duplicate_of is None and r.mean is not None]
-    est = shrunk([r.mean for r in ok], [max(1, len(r.scores)) for r in ok], noise)
-    return sorted(zip(ok, est), key=lambda x: -x[1])
+    """Configurations by shrunk estimate, best first: every run of a configuration counts (its first
+    complete trial stands for it, re-measurements add their runs)."""
+    pooled: dict[tuple, tuple[TrialRecord, list[float]]] = {}
+    for r in records:
+        if r.state != "complete" or r.duplicate_of is not None or r.mean is None:
+            continue
+        key = tuple(sorted(r.params.items()))
+        first, runs = pooled.setdefault(key, (r, []))
+        runs.extend(r.scores or [r.mean])
+    items = list(pooled.values())
+    est = shrunk([statistics.fmean(runs) for _, runs in items], [len(runs) for _, runs in items], noise)
+    return sorted(((r, e) for (r, _), e in zip(items, est)), key=lambda x: -x[1])
 
 
 @dataclass
@@ -168,6 +213,7 @@ class _Open:
     trial: Any
     key: str
     env: tuple
+    first_repeat: int = 0          # a remeasured configuration's runs continue after its earlier ones
     measurements: list = field(default_factory=list)
     scores: list = field(default_factory=list)
 
@@ -196,6 +242,11 @@ class TuneStudy:
         self.requeued: list[int] = []
         self.measurements = 0                    # backend runs this driver made (the study's cost)
         self._mine: dict[int, Any] = {}          # trials asked by this driver: Ctrl-C must close them
+        self._joint_until = 0                    # the sampler's joint search runs until this many trials
+        self._center: str | None = None          # the incumbent refinement works around
+        self._survived: list[str] = []
+        self._order: list[str] = []              # refinement: variables in the order they are tried
+        self._pos, self._moved, self._rounds = 0, False, 0
 
     # ---------------------------------------------------------------- opening
     def identity(self) -> dict[str, Any]:
@@ -377,13 +428,12 @@ class TuneStudy:
         screened = [t for t in self._trials() if t.user_attrs.get(A_STAGE) == "screen"]
         if any(t.state in (TrialState.WAITING, TrialState.RUNNING) for t in screened):
             return None
-        floor = math.log1p(self.cfg.min_gain) / 2
         keep: set[str] = set()
         for t in self._trials():           # screened values, and what the known-good points set
             if t.user_attrs.get(A_STAGE) not in ("screen", "start"):
                 continue
             score = _screen_score(t)
-            if score is not None and score > floor:
+            if score is not None and score > self._beyond_noise(len(t.user_attrs.get(A_SCORES) or [1])):
                 keep.update(k for k, v in t.params.items() if v != UNSET)
         for var in self.space.variables:   # conditional variables go with their parent
             if var.when and all(c.var in keep for c in var.when):
@@ -416,6 +466,146 @@ class TuneStudy:
                 out.setdefault(json.dumps(self.space.complete(t.params), sort_keys=True), t)
         return out
 
+    def _next_stage(self, phase: str, known: Mapping[str, Any], left: int) -> tuple[str, list, SearchSpace]:
+        """What to measure next, once the current stage's trials are all in: (phase, points to queue,
+        the space the sampler searches).
+
+        screen -> refine: from the best point so far, one variable at a time (the most promising
+        first), every value of it on top of the incumbent, which moves as soon as something beats it;
+        rounds until a round moves nothing (interactions with what screening found show up here)
+        -> joint: the survivors' best-looking combinations, or the sampler over them, for a share of
+        what is left -> remeasure: the close contenders run again -> explore: the sampler over all."""
+        if phase == "screen":
+            keep = self.survivors()
+            if not keep:
+                self.log("screening: no variable moved the score beyond noise; nothing left to search")
+                return "done", [], self.space
+            self.log(f"screening: {len(keep)} variable(s) moved the score: {', '.join(keep)}")
+            self._survived = keep
+            self._order = self._by_promise()
+            self._pos, self._moved, self._rounds = 0, False, 0
+            self._center = None
+            phase = "refine"
+        if phase == "refine":
+            best = incumbent(self.records(), self.noise)
+            center = json.dumps(best[0].params, sort_keys=True) if best else None
+            if self._center is not None and center != self._center:
+                self._moved = True
+            self._center = center
+            while True:
+                if self._pos >= len(self._order):
+                    self._rounds += 1
+                    if not self._moved or self._rounds >= 3:
+                        break
+                    self._pos, self._moved = 0, False
+                name = self._order[self._pos]
+                self._pos += 1
+                plan = self._neighbours(best[0].params if best else {}, known, only=name)
+                if plan:
+                    return "refine", plan, self.space
+            self.log("refinement: the incumbent no longer moves")
+            phase = "joint-start"
+        if phase == "joint-start":
+            keep = self._survived
+            plan = self._joint_plan(keep, known, left)
+            if plan:
+                self.log(f"joint search: the best-looking combinations of {', '.join(keep)}")
+                return "joint", plan[:max(4, left // 3)], self.space
+            if plan is None:
+                sub = self.space.only(keep)
+                self._joint_until = self._measured() + min(max(6, left // 3), 2 * sum(len(v.values) for v in
+                                                                                        sub.variables))
+                self.log(f"joint search: the sampler over {', '.join(keep)}")
+                return "joint-search", [], sub
+            phase = "joint"
+        if phase in ("joint", "joint-search"):
+            plan = self._remeasure()
+            if plan:
+                self.log(f"{len(plan)} close contender(s) measured again before the sampler searches the whole space")
+                return "remeasure", plan, self.space
+        return "explore", [], self.space
+
+    def _by_promise(self) -> list[str]:
+        """Variables, the ones whose best value did most in screening first."""
+        best: dict[str, float] = {}
+        for t in self._trials():
+            score = _screen_score(t) if t.user_attrs.get(A_STAGE) in ("screen", "start") else None
+            if score is None:
+                continue
+            for k, v in t.params.items():
+                if v != UNSET:
+                    best[k] = max(best.get(k, -math.inf), score)
+        return sorted((v.name for v in self.space.variables), key=lambda n: -best.get(n, 0.0))
+
+    def _beyond_noise(self, runs: int) -> float:
+        """What a score of `runs` runs must exceed to count as an effect: the floor (half of
+        --min-gain) and two standard errors of the noise, so that among twenty screened values
+        the lucky ones do not pass for effects."""
+        return max(math.log1p(self.cfg.min_gain) / 2, 2.0 * self.noise / math.sqrt(max(1, runs)))
+
+    def useful_variables(self) -> set[str]:
+        """Variables that showed an effect: alone in screening (or set by a known-good start that
+        helped), or as a single change that improved on the incumbent during refinement."""
+        survived = self.survivors()
+        if survived is None:                     # screening did not finish: nothing to strip by
+            return {v.name for v in self.space.variables}
+        keep = set(survived)
+        trials = self._trials()
+        score_of = {}
+        for t in trials:
+            sc = _screen_score(t)
+            if sc is not None:
+                score_of.setdefault(json.dumps(self.space.complete(t.params), sort_keys=True), sc)
+        for t in trials:
+            center = t.user_attrs.get(A_CENTER)
+            sc = _screen_score(t)
+            if center is None or sc is None or center not in score_of or \
+                    sc - score_of[center] <= self._beyond_noise(len(t.user_attrs.get(A_SCORES) or [1])):
+                continue
+            base = json.loads(center)
+            keep.update(k for k, v in self.space.complete(t.params).items() if base.get(k) != v)
+        if not self.cfg.screening:
+            keep.update(v.name for v in self.space.variables)
+        return keep
+
+    def _remeasure(self, top: int = 3) -> list[dict[str, str]]:
+        """The configurations whose estimates are within noise of the incumbent's: one more run each,
+        so the recommendation is not the luckiest of them."""
+        ranked = ranked_trials(self.records(), self.noise)
+        if len(ranked) < 2:
+            return []
+        best = ranked[0][1]
+        return [dict(r.params) for r, est in ranked[:top] if best - est < 2 * self.noise]
+
+    def _neighbours(self, params: Mapping[str, str], known: Mapping[str, Any],
+                    only: str | None = None) -> list[dict[str, str]]:
+        """Every value of every variable on top of `params`, not measured yet, valid; the values that
+        did best alone in screening first."""
+        promise: dict[tuple[str, str], float] = {}
+        for t in self._trials():
+            score = _screen_score(t) if t.user_attrs.get(A_STAGE) == "screen" else None
+            if score is not None:
+                for k, v in t.params.items():
+                    if v != UNSET:
+                        promise[(k, v)] = score
+        out, seen = [], set(known)
+        center = self.space.complete(params)
+        for var in self.space.variables:
+            if only is not None and var.name != only:
+                continue
+            for value in var.values:
+                if value == center.get(var.name):
+                    continue
+                cand = self.space.complete({**center, var.name: value})
+                key = json.dumps(cand, sort_keys=True)
+                if key in seen or self.space.violations(cand) or cand == center or self._refused_in(cand):
+                    continue
+                seen.add(key)
+                out.append(cand)
+        out.sort(key=lambda c: -max((promise.get((k, v), 0.0) for k, v in c.items() if center.get(k) != v),
+                                    default=0.0))
+        return out
+
     def _joint_plan(self, survivors: list[str], known: Mapping[str, Any], left: int) -> list[dict[str, str]] | None:
         """All unmeasured combinations of the survivors, best-looking first, when they fit `left`
         trials; None when there are more (the sampler then searches)."""
@@ -433,7 +623,7 @@ class TuneStudy:
         for values in itertools.product(*(v.values for v in sub.variables)):
             params = dict(zip((v.name for v in sub.variables), values))
             full = {**{v.name: UNSET for v in self.space.variables}, **params}
-            if self.space.violations(full):
+            if self.space.violations(full) or self._refused_in(full):
                 continue
             key = json.dumps(self.space.complete(full), sort_keys=True)
             if key in known:
@@ -457,7 +647,7 @@ class TuneStudy:
         asks, cap, started, exhausted = 0, 20 * self.cfg.trials + 50, time.monotonic(), False
         repeats_in_a_row = 0
         rng = random.Random(f"{self.cfg.seed}:{len(self.study.trials)}")
-        planned = False
+        phase = "screen" if self.cfg.screening else "explore"
         space = self.space
         rebased = len(self._rebase)
         rebase_key = None
@@ -477,33 +667,22 @@ class TuneStudy:
                         exhausted = True
                         break
                     waiting = self._n_waiting > 0
-                    if not waiting and self.cfg.screening and not planned:
-                        if open_ and any(o.trial.user_attrs.get(A_STAGE) == "screen" for o in open_.values()):
-                            break                       # screening results first: they decide the rest
-                        keep = self.survivors()
-                        if keep is None:
-                            break
-                        planned = True
-                        if not keep:
-                            self.log("screening: no variable moved the score beyond noise; nothing left to search")
+                    if not waiting and phase != "explore" and not (phase == "joint-search" and done < self._joint_until):
+                        if open_:
+                            break                       # this stage's results decide the next one
+                        phase, plan, space = self._next_stage(phase, known, self.cfg.trials - done)
+                        if phase == "done":
                             exhausted = True
                             break
-                        self.log(f"screening: {len(keep)} variable(s) worth a joint search: {', '.join(keep)}")
-                        space = self.space.only(keep)
-                        plan = self._joint_plan(keep, known, self.cfg.trials - done - len(open_))
-                        if plan is not None:
-                            for params in plan:
-                                self._enqueue(params, "joint")
-                            if not plan:
-                                exhausted = True
-                                break
+                        for params in plan:
+                            self._enqueue(params, _STAGE_OF[phase], self._center if phase == "refine" else None)
                         continue
                     asks += 1
                     trial = self.study.ask()
                     self._n_waiting = max(0, self._n_waiting - 1)
                     self._mine[trial.number] = trial
                     if A_STAGE not in trial.user_attrs:
-                        trial.set_user_attr(A_STAGE, "joint" if self.cfg.screening else "search")
+                        trial.set_user_attr(A_STAGE, _STAGE_OF.get(phase, "search"))
                     params = space.suggest(trial) if not waiting else self.space.suggest(trial)
                     bad = self.space.violations(params)
                     if bad:
@@ -511,7 +690,22 @@ class TuneStudy:
                         self._tell(trial, state=TrialState.PRUNED)
                         continue
                     key = json.dumps(self.space.complete(params), sort_keys=True)
-                    if key in known or any(o.key == key for o in open_.values()):
+                    refused = self._refused_in(params)
+                    if refused:
+                        # NCCL refused this value alone in screening: it fails on top of anything
+                        # else as well, so no run is spent on it.
+                        trial.set_user_attr(A_FAILED, refused)
+                        self._tell(trial, state=TrialState.PRUNED)
+                        repeats_in_a_row += 1
+                        if repeats_in_a_row >= 2 and self.cfg.sampler != "grid":
+                            fresh = self._unmeasured(rng, set(known) | {o.key for o in open_.values()}, space)
+                            if fresh is None:
+                                exhausted = True
+                            else:
+                                self._enqueue(fresh, _STAGE_OF.get(phase, "search"))
+                        continue
+                    again = trial.user_attrs.get(A_STAGE) == "remeasure"
+                    if not again and (key in known or any(o.key == key for o in open_.values())):
                         # Measured (or running) already: reuse the result, spend no run. A sampler that
                         # keeps returning to known points gets an unmeasured one queued next.
                         if key in known:
@@ -526,14 +720,15 @@ class TuneStudy:
                                 self.log("every point of the search space has been measured")
                                 exhausted = True
                             else:
-                                self._enqueue(fresh, "joint")
+                                self._enqueue(fresh, _STAGE_OF.get(phase, "search"))
                         continue
                     repeats_in_a_row = 0
                     env = env_tuple(apply_params(self.trial_base, params))
                     jk = f"trial-{trial.number}-r0"
-                    open_[jk] = _Open(trial, key, env)
+                    first = self._runs_of(key) if again else 0
+                    open_[jk] = _Open(trial, key, env, first)
                     self.measurements += 1
-                    self.executor.submit(self._job(jk, env, range(1)))
+                    self.executor.submit(self._job(jk, env, range(first, first + 1)))
                 if not open_ and rebase_key is None:
                     break
                 for res in self.executor.wait():
@@ -558,8 +753,11 @@ class TuneStudy:
             self._interrupt_open_trials()
             raise
 
-    def _enqueue(self, params: dict[str, str], stage: str) -> None:
-        self.study.enqueue_trial(params, user_attrs={A_STAGE: stage})
+    def _enqueue(self, params: dict[str, str], stage: str, center: str | None = None) -> None:
+        attrs = {A_STAGE: stage}
+        if center is not None:
+            attrs[A_CENTER] = center            # the incumbent this single change was tried on
+        self.study.enqueue_trial(params, user_attrs=attrs)
         self._n_waiting += 1
 
     def _step(self, o: _Open, res: JobResult, base_buckets: Mapping[str, float]) -> str | None:
@@ -591,7 +789,8 @@ class TuneStudy:
         if more:
             key = f"trial-{trial.number}-r{len(o.scores)}"
             self.measurements += 1
-            self.executor.submit(Job(key, (Step("trial", o.env, len(o.scores)),), self.workload, self.cfg.timeout_s))
+            self.executor.submit(Job(key, (Step("trial", o.env, o.first_repeat + len(o.scores)),), self.workload,
+                                     self.cfg.timeout_s))
             return key
         buckets, sizes, value = summarise(self.profile, o.measurements, base_buckets)
         trial.set_user_attr(A_BUCKETS, buckets)
@@ -615,6 +814,36 @@ class TuneStudy:
                 self._interrupt(trial)
             self._mine.pop(number, None)
 
+    def _runs_of(self, key: str) -> int:
+        """How many runs the configuration `key` has had so far (its next run's repeat index)."""
+        n = 0
+        for t in self._trials():
+            if A_DUP not in t.user_attrs and _is_measured(t) and \
+                    json.dumps(self.space.complete(t.params), sort_keys=True) == key:
+                n += len(t.user_attrs.get(A_SCORES) or ())
+        return n
+
+    def _refused(self) -> dict[tuple[str, str], int]:
+        """(variable, value) -> the screening trial in which that value alone failed."""
+        out: dict[tuple[str, str], int] = {}
+        for t in self._trials():
+            if t.user_attrs.get(A_STAGE) == "screen" and _is_failure(t) and \
+                    t.user_attrs.get(A_KIND) in SETTING_FAILURES:
+                changed = [(k, v) for k, v in t.params.items() if v != UNSET]
+                if len(changed) == 1:
+                    out.setdefault(changed[0], t.number)
+        return out
+
+    def _refused_in(self, params: Mapping[str, str]) -> str:
+        """Why `params` need no run (a value that failed alone in screening), or ''."""
+        if not self.cfg.screening:
+            return ""
+        refused = self._refused()
+        for k, v in params.items():
+            if (k, v) in refused and len([1 for x in params.values() if x != UNSET]) > 1:
+                return f"not measured: {k}={v} failed alone in screening (trial {refused[(k, v)]})"
+        return ""
+
     def _unmeasured(self, rng: random.Random, seen: set[str], space: SearchSpace,
                     tries: int = 200) -> dict[str, str] | None:
         """A random point of `space` that is valid and not measured yet, or None."""
@@ -623,7 +852,7 @@ class TuneStudy:
             for var in space.variables:
                 if space.active(var, params):
                     params[var.name] = rng.choice(var.values)
-            if not self.space.violations(params) and \
+            if not self.space.violations(params) and not self._refused_in(params) and \
                     json.dumps(self.space.complete(params), sort_keys=True) not in seen:
                 return params
         return None

@@ -5,7 +5,7 @@ leave-one-out."""
 import pytest
 
 from ncdoc.errors import UsageError
-from ncdoc.tuner.confirm import confirm, leave_one_out
+from ncdoc.tuner.confirm import confirm_and_reduce
 from ncdoc.tuner.dispatch import InProcessExecutor
 from ncdoc.tuner.profiles import get_profile
 from ncdoc.tuner.run import TuneOptions, run_tune
@@ -36,7 +36,7 @@ def _study(toy, trials=12, sampler="tpe", resume=False, name="s", storage=None, 
                      base_env=backend.baseline_env(), describe=backend.describe())
 
 
-def test_defaults_then_screening_then_the_joint_search_finds_the_optimum(toy):
+def test_defaults_then_screening_then_refinement_finds_the_optimum(toy):
     st = _study(toy, trials=16)
     st.open()
     base = st.measure_baseline()
@@ -49,8 +49,13 @@ def test_defaults_then_screening_then_the_joint_search_finds_the_optimum(toy):
         (("NCCL_IB_QPS_PER_CONNECTION", "2"),), (("NCCL_IB_QPS_PER_CONNECTION", "4"),),
         (("NCCL_BUFFSIZE", "8388608"),), (("NCCL_CROSS_NIC", "0"),), (("NCCL_CROSS_NIC", "1"),),
         (("NCCL_IB_TC", "1"),)}                                           # each value alone
-    joint = [r for r in recs if r.stage == "joint"]
-    assert joint and all(set(r.changes()) <= {"NCCL_IB_QPS_PER_CONNECTION", "NCCL_BUFFSIZE"} for r in joint)
+    refined = [r for r in recs if r.stage == "refine"]
+    assert refined[0].changes() == {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608"}  # on the best
+    again = [r for r in recs if r.stage == "remeasure"]
+    first = {tuple(r.changes().items()): r.scores for r in recs if r.stage == "refine"}
+    assert again and all(r.scores != first[tuple(r.changes().items())] for r in again)   # new runs, not a copy
+    later = [r for r in recs if r.stage != "screen" and r.params["NCCL_IB_TC"] == "1"]
+    assert later and all(r.state == "pruned" and "failed alone in screening" in r.reason for r in later)
     best, est = incumbent(recs, st.noise)
     assert best.changes() == {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608"}
     assert est == pytest.approx(__import__("math").log(1.43), abs=0.01)
@@ -125,7 +130,7 @@ def test_the_baseline_is_measured_again_during_a_long_study(toy):
     st.measure_baseline()
     st.optimize()
     runs = st.study.user_attrs["ncdoc.rebaseline"]
-    assert len(runs) == 2 and all(abs(r) < 0.01 for r in runs)    # no drift here, so nothing is taken out
+    assert len(runs) >= 2 and all(abs(r) < 0.01 for r in runs)    # no drift here, so nothing is taken out
     assert st.drift() == 0.0
 
 
@@ -162,26 +167,31 @@ def test_optional_samplers_say_what_is_missing(toy, sampler, module):
         _study(toy, sampler=sampler).open()
 
 
-def test_confirmation_and_leave_one_out_drop_what_does_not_matter(toy):
+def test_confirmation_guard_and_leave_one_out_drop_what_does_not_matter(toy):
     backend, profile, space, tmp = toy
     st = _study(toy, trials=1)
     st.open()
     base = st.measure_baseline()["buckets"]
-    common = dict(trial_base={}, profile=profile, baseline_buckets=base, pairs=6, timeout_s=30.0, min_gain=0.01)
+    common = dict(space=space, trial_base={}, base_env={}, profile=profile, baseline_buckets=base, pairs=6,
+                  timeout_s=30.0, min_gain=0.01)
+    flat = {"NCCL_IB_QPS_PER_CONNECTION": UNSET, "NCCL_BUFFSIZE": UNSET, "NCCL_CROSS_NIC": "1", "NCCL_IB_TC": UNSET}
     cand = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608", "NCCL_CROSS_NIC": "1", "NCCL_IB_TC": UNSET}
-    same = {"NCCL_IB_QPS_PER_CONNECTION": UNSET, "NCCL_BUFFSIZE": UNSET, "NCCL_CROSS_NIC": "1", "NCCL_IB_TC": UNSET}
-    good, flat = confirm(st.run_jobs, [cand, same], base_env={}, **common)
-    assert good.recommended and good.comparison.pct(good.comparison.gain) == pytest.approx(43, abs=1.5)
-    assert good.comparison.p_wilcoxon <= 1 / 64 and not good.comparison.regressions
-    assert not flat.recommended and "does not clear the floor" in flat.why
-    final, effects, passes = leave_one_out(st.run_jobs, cand, space=space, **common)
-    assert final == {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608"}
-    assert passes == 2                                   # CROSS_NIC dropped, then the rest measured again
-    last = {e.name: e for e in effects if e.final}
+    out = confirm_and_reduce(st.run_jobs, [flat, cand], **common)
+    first, second = out.verdicts
+    assert not first.recommended and "does not clear the floor" in first.why       # tried first, rejected
+    assert second.recommended and second.comparison.pct(second.comparison.gain) == pytest.approx(43, abs=1.5)
+    assert second.comparison.p_wilcoxon <= 1 / 64 and not second.comparison.regressions
+    assert out.changes == {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": "8388608"}
+    last = {e.name: e for e in out.effects if e.final}
     assert set(last) == {"NCCL_IB_QPS_PER_CONNECTION", "NCCL_BUFFSIZE"}      # figures from the final env
     assert last["NCCL_IB_QPS_PER_CONNECTION"].cost > 0.2 and last["NCCL_BUFFSIZE"].n == 6
-    dropped = [e for e in effects if not e.kept]
+    dropped = [e for e in out.effects if not e.kept]
     assert [e.name for e in dropped] == ["NCCL_CROSS_NIC"] and "within noise" in dropped[0].why
+    assert out.final.regressions == () and out.final.n == 6
+    # A candidate that slows a size of the guard workload is rejected, however large its gain
+    worse = {"NCCL_IB_QPS_PER_CONNECTION": "4", "NCCL_BUFFSIZE": UNSET, "NCCL_CROSS_NIC": "0", "NCCL_IB_TC": UNSET}
+    rejected = confirm_and_reduce(st.run_jobs, [worse], **common)
+    assert not rejected.changes and not rejected.verdicts[0].recommended
 
 
 def test_run_tune_in_process_writes_everything(tmp_path):

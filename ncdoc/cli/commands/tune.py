@@ -84,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     fab.add_argument("--sim-failures", choices=("report", "emulate"), default="report",
                      help="emulate: a simulated hang really hangs and a crash kills the worker (rehearses timeouts)")
     st = parser.add_argument_group("study")
-    st.add_argument("--trials", type=_positive_int, default=40, help="measured trials (default 40)")
+    st.add_argument("--trials", type=_positive_int, default=30, help="measured trials (default 30)")
     st.add_argument("--repeats", type=_positive_int, default=2,
                     help="runs per trial at most, median counts; clearly worse trials stop after one (default 2)")
     st.add_argument("--profile", metavar="NAME",

@@ -217,7 +217,8 @@ def ecmp_efficiency(v: FabricView, in_flight: int, run_seed: int) -> float:
     c, topo, p = v.cluster, v.tables.topo, v.tables.params
     if topo.net == "Socket" or c.link_layer != "RoCE" or c.ecmp_paths <= 1 or not crosses_spine(c, topo.nnodes):
         return 1.0
-    if c.switch_ar and p.ib_adaptive_routing == 1:       # RoCE: AR is off unless asked for
+    # RoCE: AR is off unless asked for; a threshold at or above a network chunk leaves it nothing.
+    if c.switch_ar and p.ib_adaptive_routing == 1 and p.ib_ar_threshold < p.buffsize // NCCL_STEPS:
         mean = ECMP_AR_EFF
     else:
         q = max(1, p.ib_qps) if c.ecmp_qp_hash else 1      # plain 5-tuple hashing: QPs add no entropy
@@ -378,12 +379,12 @@ def true_time_us(v: FabricView, collective: str, coll: int | None, choice: Choic
         ar = t.params.ib_adaptive_routing
         ar_on = ar == 1 or (ar != 0 and v.cluster.link_layer == "IB")   # AR defaults on for IB, off on RoCE
         steps = (2 * (nn - 1) if a == RING else 2 * max(1, math.ceil(math.log2(nn))))
-        if topo.net == "IB" and ar_on and nbytes > t.params.ib_ar_threshold:
+        per_step = nbytes / max(1, choice.nchannels) / (n if a == RING else 1)
+        if topo.net == "IB" and ar_on and per_step > t.params.ib_ar_threshold:
             # Above NCCL_IB_AR_THRESHOLD a send is a write plus a write-with-immediate: one more
             # message (AddyLaddy in NVIDIA/nccl#1050); latency only, no bandwidth lever.
             lat += 0.3 * steps
         lat *= 0.4 + 0.6 * net_mult
-        per_step = nbytes / max(1, choice.nchannels) / (n if a == RING else 1)
         lat += qp_latency_us(v, per_step) * steps
     bus = collective_bus(v, coll, choice, run_seed)
     log_size = (nbytes >> 6).bit_length() - 1
