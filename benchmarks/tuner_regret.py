@@ -1,11 +1,12 @@
 """How close does a short study get to the best setting? (prints figures; not a test)
 
-Scenarios are simulator clusters with small search spaces whose optimum is found by enumerating
-every point; each space is narrowed as `ncdoc tune` narrows it (safety.safe_space: nothing lint
-warns about, no NCCL default), and every method searches that same space. A point's true value is
-its workload objective (log of the weighted geometric-mean busbw over the profile's buckets)
-averaged over 8 noisy runs on another noise stream. Three methods, 10 seeds each (the seed drives
-both the sampler and the simulator's noise):
+Scenarios are simulator clusters searched over the space `ncdoc tune` ships for their fabric
+(tuners/spaces/), narrowed as the tune narrows it (safety.safe_space: nothing lint warns about, no
+NCCL default), with a variable or two left out where the space is too big to enumerate; every method
+searches that same space. A point's true value is its workload objective (log of the weighted
+geometric-mean busbw over the profile's buckets) on the noise-free simulator, and the exhaustive
+optimum is the best of every valid point. Three methods, 10 seeds each (the seed drives both the
+sampler and the simulator's noise):
 
   ncdoc    the study `ncdoc tune` runs (TuneStudy: NCCL defaults, known-good starts, screening,
            joint search over the survivors, early stopping); its incumbent after k trials is the
@@ -25,6 +26,7 @@ for the whole default `ncdoc tune` (study + confirmation + leave-one-out + table
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import itertools
 import math
 import random
@@ -33,7 +35,8 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from ncdoc.tuner.backends import TrialFailed  # noqa: E402
 from ncdoc.tuner.backends.sim import SimBackend, sim_cluster  # noqa: E402
@@ -41,69 +44,38 @@ from ncdoc.tuner.dispatch import InProcessExecutor  # noqa: E402
 from ncdoc.tuner.profiles import get_profile  # noqa: E402
 from ncdoc.tuner.safety import safe_space  # noqa: E402
 from ncdoc.tuner.space import UNSET, apply_params  # noqa: E402
-from ncdoc.tuner.space_file import parse_space  # noqa: E402
+from ncdoc.tuner.space_file import load_space  # noqa: E402
 from ncdoc.tuner.study import StudyConfig, TuneStudy, incumbent, summarise  # noqa: E402
 
 CHECKPOINTS = (10, 20, 30, 50)
-TRUE_REPEATS = 8
 REPEATS = 2
 OLD_DEFAULT_MEASUREMENTS = 343      # the issue's count for the previous default study (50 trials x 3 + rest)
 
-# name: (preset, profile, variables, base env)
+# name: (preset, profile, the shipped space it searches, variables left out so that every point can
+# be enumerated in a minute or two, base env). Each space is narrowed as `ncdoc tune` narrows it.
 SCENARIOS = {
     # RoCE across two leaves: QPs recover hashing losses up to a plateau, then cost; the split mode
-    # matters only with several QPs; buffers interact with the chunk pipeline.
-    "roce-qp-cost": ("h100-roce-8node", "fsdp", {
-        "NCCL_IB_QPS_PER_CONNECTION": ["unset", 2, 4, 8, 16],
-        "NCCL_IB_SPLIT_DATA_ON_QPS": {"values": ["unset", 1],
-                                      "when": {"NCCL_IB_QPS_PER_CONNECTION": {"not_in": ["unset"]}}},
-        "NCCL_BUFFSIZE": ["unset", 2097152, 8388608, 16777216],
-        "NCCL_CROSS_NIC": ["unset", 0, 1],
-    }, {}),
-    # The same fabric with adaptive-routing switches: AR alone beats any QP count.
-    "roce-ar": ("h100-roce-8node-ar", "fsdp", {
-        "NCCL_IB_QPS_PER_CONNECTION": ["unset", 2, 4, 8],
-        "NCCL_IB_SPLIT_DATA_ON_QPS": {"values": ["unset", 1],
-                                      "when": {"NCCL_IB_QPS_PER_CONNECTION": {"not_in": ["unset"]}}},
-        "NCCL_IB_ADAPTIVE_ROUTING": ["unset", 1],
-        "NCCL_BUFFSIZE": ["unset", 2097152, 8388608, 16777216],
-    }, {}),
+    # matters only with several QPs; buffers interact with the chunk pipeline; the rest of the
+    # RoCE space (TC, CROSS_NIC, GDR level, relaxed ordering, NVLS) is there to be screened out.
+    "roce-qp-cost": ("h100-roce-8node", "fsdp", "roce", (), {}),
+    # The same fabric with adaptive-routing switches: AR (and its threshold) beats any QP count.
+    "roce-ar": ("h100-roce-8node-ar", "fsdp", "roce", (), {}),
     # All-to-all on a rail-optimised fabric at 16 nodes, from a job env that turned PXN off.
-    "alltoall-rail": ("h100-ib-16node", "moe-alltoall", {
-        "NCCL_P2P_PXN_LEVEL": ["unset", 0, 1],
-        "NCCL_NCHANNELS_PER_NET_PEER": ["unset", 2, 4, 8],
-        "NCCL_P2P_NET_CHUNKSIZE": ["unset", 262144, 524288],
-        "NCCL_BUFFSIZE": ["unset", 2097152, 8388608, 16777216],
-    }, {"NCCL_P2P_PXN_LEVEL": "0"}),
+    "alltoall-rail": ("h100-ib-16node", "moe-alltoall", "ib", ("NCCL_NVLSTREE_MAX_CHUNKSIZE", "NCCL_NVLS_ENABLE"),
+                      {"NCCL_P2P_PXN_LEVEL": "0"}),
     # TCP sockets: helper threads and sockets per thread, product at most 64 (LL128 is never an
     # option: NCCL keeps it off over sockets and forcing it corrupts data).
-    "socket-threads": ("h100-socket-2node", "dp-allreduce", {
-        "NCCL_SOCKET_NTHREADS": ["unset", 1, 2, 4, 8, 16],
-        "NCCL_NSOCKS_PERTHREAD": {"values": ["unset", 1, 2, 4, 8, 16],
-                                  "when": {"NCCL_SOCKET_NTHREADS": {"not_in": ["unset"]}}},
-        "NCCL_BUFFSIZE": ["unset", 1048576, 8388608, 16777216],
-    }, {}),
+    "socket-threads": ("h100-socket-2node", "dp-allreduce", "socket", (), {}),
     # RoCE with PFC on one traffic class only, across leaves: the class, then QPs.
-    "roce-lossless-class": ("h100-roce-8node-lossless-tc", "dp-allreduce", {
-        "NCCL_IB_TC": ["unset", 106, 160],
-        "NCCL_IB_QPS_PER_CONNECTION": ["unset", 2, 4, 8],
-        "NCCL_BUFFSIZE": ["unset", 2097152, 8388608, 16777216],
-        "NCCL_CROSS_NIC": ["unset", 0, 1],
-    }, {}),
+    "roce-lossless-class": ("h100-roce-8node-lossless-tc", "dp-allreduce", "roce", ("NCCL_NVLSTREE_MAX_CHUNKSIZE",),
+                            {}),
 }
 
 
-def make_space(variables: dict, backend, profile):
-    raw = {k: (v if isinstance(v, dict) else {"values": v}) for k, v in variables.items()}
-    data = {"schema_version": 1, "name": "bench", "variables": raw}
-    constraints = []
-    if "NCCL_NSOCKS_PERTHREAD" in variables:
-        raw["NCCL_SOCKET_NTHREADS"]["default"] = 0
-        raw["NCCL_NSOCKS_PERTHREAD"]["default"] = 1
-        constraints.append({"product_le": ["NCCL_SOCKET_NTHREADS", "NCCL_NSOCKS_PERTHREAD"], "max": 64})
-    if constraints:
-        data["constraints"] = constraints
-    return safe_space(parse_space(data, "<benchmark>"), backend.hardware(), profile.collectives)
+def make_space(space_name: str, drop, backend, profile):
+    space = load_space(str(ROOT / "tuners" / "spaces" / f"{space_name}.yaml"))
+    space = safe_space(space, backend.hardware(), profile.collectives)
+    return space.only([v.name for v in space.variables if v.name not in drop]) if drop else space
 
 
 def _points(space):
@@ -122,16 +94,16 @@ def _score(backend, base, params, profile, repeat, base_buckets):
 
 
 def true_values(cluster, space, profile, base):
-    """log objective of every valid point, averaged over noisy runs of another noise stream."""
-    backend = SimBackend(cluster, seed=999)
+    """log objective of every valid point on the noise-free simulator (no jitter, no stragglers,
+    no run-to-run ECMP collisions): the expectation a user's job gets, not one lucky run."""
+    backend = SimBackend(dataclasses.replace(cluster, noise_sigma=0.0, straggler_prob=0.0))
     unit = {b.key: 1.0 for b in profile.buckets}
     out = {}
     for params in _points(space):
         try:
-            vals = [_score(backend, base, params, profile, 10_000 + r, unit) for r in range(TRUE_REPEATS)]
+            out[tuple(sorted(params.items()))] = _score(backend, base, params, profile, 0, unit)
         except TrialFailed:
             continue
-        out[tuple(sorted(params.items()))] = statistics.fmean(vals)
     return out
 
 
@@ -242,10 +214,10 @@ def main(argv: list[str] | None = None) -> int:
           " ".join(f"{'@' + str(k):>6}" for k in CHECKPOINTS) + "  meas/study   time")
     verdicts = []
     for name in names:
-        preset, prof_name, variables, base = SCENARIOS[name]
+        preset, prof_name, space_name, drop, base = SCENARIOS[name]
         profile = get_profile(prof_name)
         cluster = sim_cluster(preset=preset)
-        space = make_space(variables, SimBackend(cluster), profile)
+        space = make_space(space_name, drop, SimBackend(cluster), profile)
         flagged = safety.flagged(base, cluster.nccl_version)
         trial_base = {k: v for k, v in base.items() if k not in flagged}
         truth = true_values(cluster, space, profile, trial_base)
@@ -283,10 +255,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name:<20} >=0.98@30: {'yes' if ok30 else 'NO'}   @50>=@30: {'yes' if mono else 'NO'}   "
               f"ahead of both @20,@30: {'yes' if ahead else ('tied' if level else 'NO')}")
     if not args.no_full:
-        print("\nmeasurements of a whole default `ncdoc tune` (40 trials, 2 runs, confirmation, leave-one-out, "
-              f"table, guard sweep); the previous default study took ~{OLD_DEFAULT_MEASUREMENTS}")
+        from ncdoc.tuner.run import TuneOptions
+        d = TuneOptions()
+        print(f"\nmeasurements of a whole default `ncdoc tune` ({d.trials} trials, {d.repeats} runs, confirmation, "
+              f"leave-one-out, table, guard sweep); the previous default study took ~{OLD_DEFAULT_MEASUREMENTS}")
         for name in names:
-            preset, prof_name, _, _ = SCENARIOS[name]
+            preset, prof_name = SCENARIOS[name][:2]
             n, res = full_tune_measurements(preset, prof_name)
             print(f"  {name:<20} {preset:<28} {prof_name:<13} {n:>4} measurements "
                   f"({100 * n / OLD_DEFAULT_MEASUREMENTS:.0f} %); recommends {res.recommended or 'nothing'}")

@@ -90,6 +90,13 @@ class Variable:
     max_nccl: str | None = None
     when: tuple[Condition, ...] = ()
     default: float | None = None     # NCCL's value when unset, for constraints
+    screen: tuple[str, ...] = ()     # the values screening tries alone (none: every value); the
+    #                                  others are tried on top of the best point, in refinement
+
+    @property
+    def screened(self) -> tuple[str, ...]:
+        wanted = tuple(v for v in self.screen if v in self.values)
+        return wanted or tuple(v for v in self.values if v != UNSET)
 
     @property
     def values(self) -> tuple[str, ...]:

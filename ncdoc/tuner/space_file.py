@@ -18,7 +18,8 @@ from ncdoc.tuner.space import (CAPABILITIES, COLLECTIVES, CONDITION_OPS, CONSTRA
                                Condition, Constraint, SearchSpace, Variable)
 
 _SPACE_KEYS = ("schema_version", "name", "fabric", "description", "variables", "constraints", "starts")
-_VAR_KEYS = ("values", "requires", "collectives", "min_nccl", "max_nccl", "when", "default", "description")
+_VAR_KEYS = ("values", "requires", "collectives", "min_nccl", "max_nccl", "when", "default", "description",
+             "screen")
 _VALUE_KEYS = ("value", "requires", "collectives", "min_nccl", "max_nccl")
 _VAR_NAME = re.compile(r"NCCL_[A-Z0-9_]+\Z")
 _VERSION = re.compile(r"\d+(\.\d+){0,2}\Z")
@@ -117,7 +118,16 @@ def _variable(name: str, raw: Any, seen: list[str], path: str, line: int | None)
     default = raw.get("default")
     if default is not None and (isinstance(default, bool) or not isinstance(default, (int, float))):
         raise InputError(f"{what}: default must be a number", path=path, line=line_of(raw, "default", line))
-    return Variable(name, tuple(choices), when=tuple(when),
+    screen: tuple[str, ...] = ()
+    if "screen" in raw:
+        sline = line_of(raw, "screen", line)
+        items = raw["screen"] if isinstance(raw["screen"], list) else [raw["screen"]]
+        screen = tuple(_value(v, what, path, sline) for v in items)
+        bad = [v for v in screen if v not in seen_values or v == UNSET]
+        if bad or not screen:
+            raise InputError(f"{what}: screen must name values from its list other than unset (got {bad or 'none'})",
+                             path=path, line=sline)
+    return Variable(name, tuple(choices), when=tuple(when), screen=screen,
                     default=float(default) if default is not None else None, **_common(raw, what, path))
 
 

@@ -1,4 +1,4 @@
-"""The Optuna study: storage, baseline, screening, the joint search over an executor, resume.
+"""The Optuna study: storage, baseline, screening, refinement, the joint search over an executor, resume.
 
 The objective of a trial is exp(weighted mean over workload buckets of log(busbw / baseline
 busbw)): 1.0 is the baseline (the environment jobs run with today), 1.10 is 10 % better. Each
@@ -8,18 +8,27 @@ The search runs in stages, all of them Optuna trials in the one study (so a kill
 resumes where it stopped):
 
 1. NCCL's defaults, then the space's known-good starting points.
-2. Screening: each variable's values alone from the baseline, one run each. A variable whose
-   values all stay within noise of the baseline drops out; its children (conditional variables)
-   go with it.
-3. The joint search over the survivors: exhaustively, best-looking combinations first, when they
-   fit the budget, else the sampler (TPE by default) with the survivors only. Early stopping
-   (an Optuna pruner with the repeat as its step): a trial clearly worse than the incumbent after
-   its first run is stopped there; one with nothing to gain is not repeated.
-4. Every `rebaseline_every` trials the baseline is measured again; a drift beyond noise is taken
-   out of later scores.
+2. Screening: each variable's values alone from the baseline (the values its `screen:` names,
+   else every value). A variable whose values all stay within noise of the baseline is not a
+   survivor; its children (conditional variables) go with it. A value that failed alone is not
+   run again on top of anything else.
+3. Refinement: from the point with the best estimate, one variable at a time, every value of it on
+   top of that point, which moves as soon as something looks better; survivors first (conditional
+   children before values already seen), then the rest in the space's order, since a variable that
+   did nothing alone may matter on top of what helped. Rounds until one moves nothing (at most 3).
+4. The joint search over the survivors: their unmeasured combinations, best-looking first, when
+   they fit the budget, else the sampler (TPE by default) over the survivors only; then the close
+   contenders are measured again with new runs.
+5. The sampler over the whole space; a configuration that takes the lead on fewer runs than the
+   recommendation is measured again before it takes over.
+Early stopping throughout (an Optuna pruner with the repeat as its step): a trial clearly worse
+than the incumbent after its first run stops there, and one with nothing to gain (no better than
+the point it was tried on) is not repeated. Every `rebaseline_every` trials the baseline is
+measured again; a drift beyond three standard errors is taken out of later scores.
 
-The incumbent (what the study would recommend now) is the trial with the best shrunk estimate
-(ncdoc.tuner.stats.shrunk), not the single luckiest score.
+The incumbent (what the study would recommend now) is chosen by shrunk estimates pooling every
+run of a configuration (ncdoc.tuner.stats.shrunk), not by the single luckiest score, and a
+challenger takes over only with as many runs or a clear lead (see `incumbent`).
 
 Failures the setting itself causes (NCCL refused it, crashed, hung) are stored as PRUNED with
 the reason in the user attribute ncdoc.failed: Optuna's samplers ignore FAIL trials and would
@@ -155,9 +164,10 @@ def summarise(profile: Profile, measurements: list[Measurement],
 def incumbent(records: list[TrialRecord], noise: float) -> tuple[TrialRecord, float] | None:
     """The configuration the study would recommend now, and its shrunk estimate (log-ratio).
 
-    Replayed in trial order: a challenger takes over only when its estimate beats the incumbent's by
-    one standard error of their difference, so a late lucky run does not displace a configuration
-    that several runs support (the winner's curse of a long noisy study)."""
+    Replayed in trial order: a challenger takes over when its estimate is ahead and it has had at least
+    as many runs, or when it is ahead by one standard error of their difference; so a late lucky run
+    does not displace a configuration that more runs support (the winner's curse of a long noisy
+    study)."""
     ordered = sorted(records, key=lambda r: r.number)
     current = None
     done: list[TrialRecord] = []
@@ -176,9 +186,10 @@ def incumbent(records: list[TrialRecord], noise: float) -> tuple[TrialRecord, fl
             continue
         cur, cur_est = est[current]
         runs = {k: len(v) for k, v in _runs(done).items()}
-        se = noise * math.sqrt(1.0 / runs.get(tuple(sorted(top.params.items())), 1) + 1.0 / runs.get(current, 1))
-        if top_est - cur_est > se:
-            current = tuple(sorted(top.params.items()))
+        top_key = tuple(sorted(top.params.items()))
+        se = noise * math.sqrt(1.0 / runs.get(top_key, 1) + 1.0 / runs.get(current, 1))
+        if top_est - cur_est > se or (top_est > cur_est and runs.get(top_key, 1) >= runs.get(current, 1)):
+            current = top_key
     if current is None:
         return None
     final = {tuple(sorted(x.params.items())): (x, e) for x, e in ranked_trials(ordered, noise)}
@@ -214,6 +225,7 @@ class _Open:
     key: str
     env: tuple
     first_repeat: int = 0          # a remeasured configuration's runs continue after its earlier ones
+    floor: float = 0.0             # a mean below this after one run is not worth a second run
     measurements: list = field(default_factory=list)
     scores: list = field(default_factory=list)
 
@@ -339,7 +351,8 @@ class TuneStudy:
         buckets, sizes, _ = summarise(self.profile, runs, None)
         scores = [self.profile.log_score(summarise(self.profile, [m], None)[0], buckets) for m in runs]
         noise = statistics.stdev(scores) if len(scores) > 1 else DEFAULT_NOISE
-        self.baseline = {"env": self.base_env, "buckets": buckets, "sizes": sizes, "noise": max(noise, 0.003)}
+        self.baseline = {"env": self.base_env, "buckets": buckets, "sizes": sizes, "noise": max(noise, 0.003),
+                         "scores": scores}
         self.study.set_user_attr("ncdoc.baseline", self.baseline)
         if not self.study.trials:
             self._enqueue_first_points()
@@ -365,9 +378,8 @@ class TuneStudy:
         for var in self.space.variables:
             if var.when:                 # conditional: screened with its parent, in the joint stage
                 continue
-            for value in var.values:
-                if value != UNSET:
-                    add({**unset, var.name: value}, "screen")
+            for value in var.screened:
+                add({**unset, var.name: value}, "screen")
 
     # ---------------------------------------------------------------- noise, drift, survivors
     def _load_ledger(self) -> None:
@@ -401,14 +413,18 @@ class TuneStudy:
         return max(0.003, math.sqrt((base * base + sum(self._within)) / (1 + len(self._within))))
 
     def drift(self) -> float:
-        """How far the baseline has moved since it was measured (log), when beyond noise; else 0."""
+        """How far the baseline has moved since it was measured (log), else 0: from two re-measurements
+        on, and only beyond three standard errors of the difference. A correction is itself a noisy
+        estimate, and it applies to the runs after it only, so a chance one would rank the trials
+        after it against the trials before it by the luck of a few baseline runs."""
         if not getattr(self, "_ledger", False):
             self._load_ledger()
         runs = self._rebase
-        if not runs:
+        if len(runs) < 2:
             return 0.0
-        d = statistics.fmean(runs)
-        return d if abs(d) > 2 * self.noise / math.sqrt(len(runs)) else 0.0
+        first = self.baseline.get("scores") or [0.0]
+        d = statistics.fmean(runs) - statistics.fmean(first)
+        return d if abs(d) > 3 * self.noise * math.sqrt(1 / len(runs) + 1 / len(first)) else 0.0
 
     def best_estimate(self) -> float | None:
         """The incumbent's shrunk estimate (log-ratio), for early stopping."""
@@ -487,7 +503,10 @@ class TuneStudy:
             self._center = None
             phase = "refine"
         if phase == "refine":
-            best = incumbent(self.records(), self.noise)
+            # The search follows the best estimate, not the (sticky) recommendation: a step that looks
+            # better is worth building on even before it is clearly better.
+            ranked = ranked_trials(self.records(), self.noise)
+            best = ranked[0] if ranked else None
             center = json.dumps(best[0].params, sort_keys=True) if best else None
             if self._center is not None and center != self._center:
                 self._moved = True
@@ -497,6 +516,10 @@ class TuneStudy:
                     self._rounds += 1
                     if not self._moved or self._rounds >= 3:
                         break
+                    # Later rounds: the survivors and whatever the best point now sets; a variable
+                    # that did nothing alone nor on top of the best point had its chance.
+                    keep, now = set(self._survived), best[0].params if best else {}
+                    self._order = [n for n in self._order if n in keep or now.get(n, UNSET) != UNSET]
                     self._pos, self._moved = 0, False
                 name = self._order[self._pos]
                 self._pos += 1
@@ -526,7 +549,8 @@ class TuneStudy:
         return "explore", [], self.space
 
     def _by_promise(self) -> list[str]:
-        """Variables, the ones whose best value did most in screening first."""
+        """Variables: the survivors of screening first, the ones whose best value did most first; then
+        the rest (a variable that did nothing alone may still matter on top of what helped)."""
         best: dict[str, float] = {}
         for t in self._trials():
             score = _screen_score(t) if t.user_attrs.get(A_STAGE) in ("screen", "start") else None
@@ -535,7 +559,13 @@ class TuneStudy:
             for k, v in t.params.items():
                 if v != UNSET:
                     best[k] = max(best.get(k, -math.inf), score)
-        return sorted((v.name for v in self.space.variables), key=lambda n: -best.get(n, 0.0))
+        keep = set(self._survived)
+        # Among the survivors, a conditional variable (never screened alone: it only exists on top of
+        # its parent) goes first, before values that were measured already. The rest keep the order
+        # the space lists them in (an expert's order: their screening scores are only noise).
+        order = {v.name: i for i, v in enumerate(self.space.variables)}
+        return sorted((v.name for v in self.space.variables),
+                      key=lambda n: (0, n in best, -best.get(n, 0.0)) if n in keep else (1, order[n], 0.0))
 
     def _beyond_noise(self, runs: int) -> float:
         """What a score of `runs` runs must exceed to count as an effect: the floor (half of
@@ -576,6 +606,20 @@ class TuneStudy:
             return []
         best = ranked[0][1]
         return [dict(r.params) for r, est in ranked[:top] if best - est < 2 * self.noise]
+
+    def _challenger(self) -> dict[str, str] | None:
+        """The configuration with the best estimate when it is not the recommendation yet for lack of
+        runs: it runs again, so the recommendation is settled by measurements, not by who came first."""
+        records = self.records()
+        ranked = ranked_trials(records, self.noise)
+        inc = incumbent(records, self.noise)
+        if not ranked or inc is None or ranked[0][0].params == inc[0].params:
+            return None
+        runs = _runs(records)
+        top = tuple(sorted(ranked[0][0].params.items()))
+        if len(runs.get(top, ())) >= len(runs.get(tuple(sorted(inc[0].params.items())), ())):
+            return None
+        return dict(ranked[0][0].params)
 
     def _neighbours(self, params: Mapping[str, str], known: Mapping[str, Any],
                     only: str | None = None) -> list[dict[str, str]]:
@@ -726,7 +770,7 @@ class TuneStudy:
                     env = env_tuple(apply_params(self.trial_base, params))
                     jk = f"trial-{trial.number}-r0"
                     first = self._runs_of(key) if again else 0
-                    open_[jk] = _Open(trial, key, env, first)
+                    open_[jk] = _Open(trial, key, env, first, self._worth_repeating(trial, known))
                     self.measurements += 1
                     self.executor.submit(self._job(jk, env, range(first, first + 1)))
                 if not open_ and rebase_key is None:
@@ -747,6 +791,10 @@ class TuneStudy:
                         continue
                     known.setdefault(o.key, self.study._storage.get_trial(o.trial._trial_id))
                     self._n_measured += 1
+                    if phase == "explore" and self._n_waiting == 0:
+                        race = self._challenger()
+                        if race is not None:
+                            self._enqueue(race, "remeasure")
                     self._report(started)
         except BaseException:
             self.executor.cancel_all()
@@ -784,7 +832,7 @@ class TuneStudy:
             trial.set_user_attr(A_STOPPED, f"stopped after {len(o.scores)} run(s): clearly worse than the best so far")
             self._tell(trial, state=TrialState.PRUNED)
             return None
-        if more and statistics.fmean(o.scores) < math.log1p(self.cfg.min_gain) / 2:
+        if more and statistics.fmean(o.scores) < o.floor:
             more = False                          # nothing to gain: a second run would not change the verdict
         if more:
             key = f"trial-{trial.number}-r{len(o.scores)}"
@@ -813,6 +861,18 @@ class TuneStudy:
             if storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
                 self._interrupt(trial)
             self._mine.pop(number, None)
+
+    def _worth_repeating(self, trial: Any, known: Mapping[str, Any]) -> float:
+        """The mean a trial's first run must reach to get a second: half of --min-gain over the
+        baseline; for a change tried on top of the best so far, that point's own score less half the
+        noise (a small real step up often looks like none after one run)."""
+        floor = math.log1p(self.cfg.min_gain) / 2
+        center = trial.user_attrs.get(A_CENTER)
+        if center is not None and center in known:
+            score = _screen_score(known[center])
+            if score is not None:
+                floor = max(floor, score - self.noise / 2)
+        return floor
 
     def _runs_of(self, key: str) -> int:
         """How many runs the configuration `key` has had so far (its next run's repeat index)."""

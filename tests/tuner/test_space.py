@@ -110,6 +110,9 @@ constraints:
 def test_user_space_gets_unset_added(tmp_path):
     space = load_space(_write(tmp_path, GOOD))
     assert space.variable("NCCL_IB_QPS_PER_CONNECTION").values == (UNSET, "2", "4")
+    assert space.variable("NCCL_IB_QPS_PER_CONNECTION").screened == ("2", "4")      # every value, unless...
+    narrowed = load_space(_write(tmp_path, GOOD.replace("    values: [2, 4]", "    values: [2, 4]\n    screen: 4")))
+    assert narrowed.variable("NCCL_IB_QPS_PER_CONNECTION").screened == ("4",)       # ...the space names some
 
 
 @pytest.mark.parametrize("text,line,match", [
@@ -125,6 +128,7 @@ def test_user_space_gets_unset_added(tmp_path):
      7, "unknown key 'gt' in condition"),
     (GOOD.replace("    values: [2, 4]", "    values: [2, {value: 4, min_nccl: 2.18}]"), 6, "quoted version"),
     (GOOD.replace("    values: [2, 4]", "    values: [2, 2]"), 6, "listed twice"),
+    (GOOD.replace("    values: [2, 4]", "    values: [2, 4]\n    screen: 8"), 7, "screen must name values"),
     (GOOD.replace("NCCL_IB_QPS_PER_CONNECTION:", "IB_QPS:"), 5, "not an NCCL variable name"),
     (GOOD.replace("schema_version: 1", "schema_version: 2"), 1, "schema_version"),
     (GOOD + "  - {product_le: [NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS]}\n", 11, "numeric max"),

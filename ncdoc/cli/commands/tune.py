@@ -12,9 +12,9 @@ NAME = "tune"
 HELP = "search NCCL env settings for a workload (Optuna study, trials on Ray) and write nccl.env"
 DESCRIPTION = """\
 Measure the current environment (the baseline), then search NCCL variables for the chosen
-workload: each variable's values alone first (screening), then a joint search over the ones
-that moved the score (Optuna, TPE by default), stopping clearly worse trials after their first
-run. The best candidates are measured again against the baseline in shuffled rounds and must
+workload: each variable's values alone first (screening), then one variable at a time on top
+of the best so far (refinement), then a search over the ones that moved the score (Optuna, TPE
+by default), stopping clearly worse trials after their first run. The best candidates are measured again against the baseline in shuffled rounds and must
 clear both a t bound and Wilcoxon's test; the winner is reduced to the variables that matter
 (leave-one-out, repeated until nothing drops); where the backend can load a tuner table,
 per-size algorithm/protocol choices are probed; last, the guard sweep measures the final env

@@ -226,7 +226,9 @@ def ecmp_efficiency(v: FabricView, in_flight: int, run_seed: int) -> float:
         q_eff = q if p.ib_split else min(q, max(1, in_flight))
         e1 = c.ecmp_base_eff
         mean = e1 + max(0.0, ECMP_QP_EFF - e1) * min(1.0, math.log2(q_eff) / 2.0)
-    # Which flows collide changes from run to run.
+    # Which flows collide changes from run to run (part of the measurement noise: none with --noise 0).
+    if c.noise_sigma <= 0:
+        return mean
     rng = random.Random(run_seed ^ 0x5EED)
     return min(1.0, mean * math.exp(ECMP_JITTER * rng.gauss(0.0, 1.0)))
 
