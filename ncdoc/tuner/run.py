@@ -27,7 +27,7 @@ from ncdoc.tuner.profiles import Profile, get_profile
 from ncdoc.tuner.space import UNSET, SearchSpace, apply_params
 from ncdoc.tuner.space_file import load_space
 from ncdoc.tuner.study import (StudyConfig, TrialRecord, TuneStudy, check_sampler, incumbent, ranked_trials,
-                               storage_for)
+                               runs_per_config, storage_for)
 
 SCHEMA_VERSION = 2
 
@@ -240,22 +240,48 @@ def _space(opts: TuneOptions, backend: Backend, profile: Profile, log: Callable[
     return safe_space(space, hw, profile.collectives)
 
 
+def _deviation(params: dict[str, str], trial_base: dict, space: SearchSpace) -> tuple[int, float]:
+    """How far a configuration moves from today's env: variables changed, then how far each numeric
+    value is from NCCL's default (octaves), so 4 QPs is nearer than 16 and 8 MiB buffers than 16."""
+    moved = changes(params, trial_base)
+    octaves = 0.0
+    for name, value in moved.items():
+        var = space.variable(name) if name in {v.name for v in space.variables} else None
+        try:
+            x = float(value)
+        except (TypeError, ValueError):
+            octaves += 1.0
+            continue
+        ref = var.default if var is not None and var.default else None
+        octaves += abs(math.log2(x / ref)) if ref and x > 0 else 1.0
+    return len(moved), octaves
+
+
 def _candidates(ranked: list[tuple[TrialRecord, float]], trial_base: dict, k: int,
-                useful: set[str] | None = None) -> list[dict[str, str]]:
+                useful: set[str] | None = None, *, records: list[TrialRecord] | None = None,
+                noise: float = 0.0, space: SearchSpace | None = None) -> list[dict[str, str]]:
     """The best trials by shrunk estimate, each kept to the variables that showed an effect (screening
-    or a refinement step): what rode along in a lucky trial is not a candidate's part."""
-    seen, out = set(), []
+    or a refinement step): what rode along in a lucky trial is not a candidate's part. Among the
+    ones within a standard error of the best, the nearest to today's env comes first: when the
+    measurements cannot tell them apart, the smaller change is the safer one to deploy."""
+    own = {tuple(sorted(r.params.items())): est for r, est in ranked}
+    best: dict[tuple, tuple[dict[str, str], float]] = {}
     for r, est in ranked:
-        if est <= 0 or len(out) >= k:
-            break
         params = {n: (v if useful is None or n in useful else UNSET) for n, v in r.params.items()}
         if not changes(params, trial_base):
             continue
         key = tuple(sorted(params.items()))
-        if key not in seen:
-            seen.add(key)
-            out.append(params)
-    return out
+        est = own.get(key, est)           # a reduced configuration that was measured speaks for itself
+        if key not in best or est > best[key][1]:
+            best[key] = (params, est)
+    out = sorted(((p, e, key) for key, (p, e) in best.items() if e > 0), key=lambda c: -c[1])
+    if out and records is not None and space is not None and noise > 0:
+        runs = {key: len(v) for key, v in runs_per_config(records).items()}
+        top, top_n = out[0][1], runs.get(out[0][2], 1)
+        near = [c for c in out if top - c[1] <= noise * math.sqrt(1 / top_n + 1 / runs.get(c[2], 1))]
+        near.sort(key=lambda c: (_deviation(c[0], trial_base, space), -c[1]))
+        out = near + [c for c in out if c not in near]
+    return [params for params, _, _ in out[:k]]
 
 
 def _tried(records: list[TrialRecord], space: SearchSpace) -> dict[str, dict[str, tuple[float, int]]]:
@@ -358,7 +384,8 @@ def run_tune(options: TuneOptions, *, progress: Any = None, backend: Backend | N
         base_buckets = baseline["buckets"]
         noise = study.noise
         ranked = ranked_trials(records, noise)
-        cands = _candidates(ranked, trial_base, opts.top_k, study.useful_variables())
+        cands = _candidates(ranked, trial_base, opts.top_k, study.useful_variables(), records=records, noise=noise,
+                            space=space)
         common = dict(trial_base=trial_base, profile=profile, baseline_buckets=base_buckets, pairs=opts.confirm_pairs,
                       timeout_s=timeout, min_gain=opts.min_gain, seed=opts.seed)
         verdicts: list[Verdict] = []

@@ -185,7 +185,7 @@ def incumbent(records: list[TrialRecord], noise: float) -> tuple[TrialRecord, fl
             current = tuple(sorted(top.params.items()))
             continue
         cur, cur_est = est[current]
-        runs = {k: len(v) for k, v in _runs(done).items()}
+        runs = {k: len(v) for k, v in runs_per_config(done).items()}
         top_key = tuple(sorted(top.params.items()))
         se = noise * math.sqrt(1.0 / runs.get(top_key, 1) + 1.0 / runs.get(current, 1))
         if top_est - cur_est > se or (top_est > cur_est and runs.get(top_key, 1) >= runs.get(current, 1)):
@@ -196,7 +196,8 @@ def incumbent(records: list[TrialRecord], noise: float) -> tuple[TrialRecord, fl
     return final[current]
 
 
-def _runs(records: list[TrialRecord]) -> dict[tuple, list[float]]:
+def runs_per_config(records: list[TrialRecord]) -> dict[tuple, list[float]]:
+    """Every run (log-score) of each configuration, pooled over the trials that measured it."""
     out: dict[tuple, list[float]] = {}
     for r in records:
         if r.state == "complete" and r.duplicate_of is None and r.mean is not None:
@@ -615,7 +616,7 @@ class TuneStudy:
         inc = incumbent(records, self.noise)
         if not ranked or inc is None or ranked[0][0].params == inc[0].params:
             return None
-        runs = _runs(records)
+        runs = runs_per_config(records)
         top = tuple(sorted(ranked[0][0].params.items()))
         if len(runs.get(top, ())) >= len(runs.get(tuple(sorted(inc[0].params.items())), ())):
             return None

@@ -239,3 +239,29 @@ def test_run_tune_in_process_writes_everything(tmp_path):
                  "traffic class 1 refused", "No nccl_tuner.conf was written", "cannot load a tuner plugin"):
         assert want in explain, want
     assert "SIMULATED" not in explain
+
+
+def _rec(number, scores, **changes):
+    from ncdoc.tuner.study import TrialRecord
+    params = {"NCCL_IB_QPS_PER_CONNECTION": UNSET, "NCCL_BUFFSIZE": UNSET, **changes}
+    return TrialRecord(number=number, params=params, state="complete", value=None, buckets={}, sizes={},
+                       scores=tuple(scores))
+
+
+def test_candidates_prefer_the_smaller_change_when_measurements_cannot_tell(toy):
+    from ncdoc.tuner.run import _candidates
+    from ncdoc.tuner.study import ranked_trials
+    space = toy[2]
+    close = [_rec(1, [0.130, 0.128], NCCL_IB_QPS_PER_CONNECTION="4"),
+             _rec(2, [0.134, 0.132], NCCL_IB_QPS_PER_CONNECTION="16")]
+    cands = _candidates(ranked_trials(close, 0.01), {}, 2, records=close, noise=0.01, space=space)
+    assert [c["NCCL_IB_QPS_PER_CONNECTION"] for c in cands] == ["4", "16"]     # 4 QPs: nearer NCCL's 1
+    clear = [close[0], _rec(2, [0.200, 0.198], NCCL_IB_QPS_PER_CONNECTION="16")]
+    cands = _candidates(ranked_trials(clear, 0.01), {}, 2, records=clear, noise=0.01, space=space)
+    assert [c["NCCL_IB_QPS_PER_CONNECTION"] for c in cands] == ["16", "4"]     # a clear lead still wins
+    # Reduced to the variables that showed an effect, a configuration measured alone speaks for itself.
+    lucky = [close[0], _rec(2, [0.130, 0.128], NCCL_IB_QPS_PER_CONNECTION="16"),
+             _rec(3, [0.170, 0.168], NCCL_IB_QPS_PER_CONNECTION="16", NCCL_BUFFSIZE="8388608")]
+    cands = _candidates(ranked_trials(lucky, 0.01), {}, 1, {"NCCL_IB_QPS_PER_CONNECTION"}, records=lucky,
+                        noise=0.01, space=space)
+    assert cands[0]["NCCL_IB_QPS_PER_CONNECTION"] == "4" and cands[0]["NCCL_BUFFSIZE"] == UNSET
