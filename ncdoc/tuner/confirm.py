@@ -152,11 +152,11 @@ def guard_regressions(runs_a: Sequence[Measurement], runs_b: Sequence[Measuremen
             mean, sd, lcb = paired_t(d, confidence)
             ucb = mean + (mean - lcb)
             if mean < -math.log1p(GUARD_TOLERANCE) and ucb < 0:
-                out.append(f"{collective} {_size(s)}: {pct(mean):+.1f} %")
+                out.append(f"{collective} {size_label(s)}: {pct(mean):+.1f} %")
     return out
 
 
-def _size(n: int) -> str:
+def size_label(n: int) -> str:
     for unit, mult in (("G", 1 << 30), ("M", 1 << 20), ("K", 1 << 10)):
         if n >= mult and n % mult == 0:
             return f"{n // mult}{unit}"

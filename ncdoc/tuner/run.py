@@ -22,7 +22,7 @@ from typing import Any, Callable
 from ncdoc.errors import UsageError
 from ncdoc.tuner.backends import BACKENDS, Backend
 from ncdoc.tuner.confirm import (Comparison, Side, Verdict, VariableEffect, changes, compare, confirm_and_reduce,
-                                 final_job, pct)
+                                 final_job, pct, size_label)
 from ncdoc.tuner.profiles import Profile, get_profile
 from ncdoc.tuner.space import UNSET, SearchSpace, apply_params
 from ncdoc.tuner.space_file import load_space
@@ -136,6 +136,7 @@ class TuneResult:
             "gain": None if fin is None else {"pct": round(pct(fin.gain), 2), "lower_bound_pct":
                                               round(pct(fin.lcb), 2), "wilcoxon_p": round(fin.p_wilcoxon, 4),
                                               "rounds": fin.n, "regressions": list(fin.regressions)},
+            "guard_sweep": None if fin is None else _guard_rows(fin),
             "replica": None if self.replica is None else {"pct": round(pct(self.replica.gain), 2),
                                                           "regressions": list(self.replica.regressions)},
             "noise_pct": round(100 * self.noise, 2), "noise_floor_pct": round(100 * self.noise_floor, 2),
@@ -147,6 +148,22 @@ class TuneResult:
                             "notes": list(self.table.notes)},
             "failures": self.failures, "files": self.files, "notes": list(self.notes),
         }
+
+
+def _guard_rows(cmp: Comparison) -> dict[str, Any]:
+    """The guard sweep as the final comparison measured it: every size of every collective, the
+    baseline's busbw and the recommended env's, and whether it counted as slower."""
+    slower = {r.split(":")[0] for r in cmp.regressions}
+    rows = []
+    for collective, base_rows in cmp.sizes_a.items():
+        tuned = {r[0]: r[1] for r in cmp.sizes_b.get(collective, ())}
+        for size, bw, *_ in base_rows:
+            if size not in tuned:
+                continue
+            rows.append({"collective": collective, "size": size, "baseline": bw, "tuned": tuned[size],
+                         "change_pct": round(100 * (tuned[size] / bw - 1), 2) if bw else None,
+                         "regression": f"{collective} {size_label(size)}" in slower})
+    return {"rounds": cmp.n, "regressions": list(cmp.regressions), "rows": rows}
 
 
 def has_gpu() -> bool:
@@ -398,7 +415,7 @@ def run_tune(options: TuneOptions, *, progress: Any = None, backend: Backend | N
             outcome = confirm_and_reduce(study.run_jobs, cands, space=space, base_env=base_env, log=log, **common)
             verdicts, effects = list(outcome.verdicts), list(outcome.effects)
             final_changes, confirmed = outcome.changes, outcome.final
-        stages["confirmation"] = study.measurements - sum(stages.values())
+        stages["confirmation with the guard sweep"] = study.measurements - sum(stages.values())
         env = apply_params(trial_base, final_changes)
         env, default_notes = safety.without_defaults(env, version)
         rules, overrides, table_notes = _search_table(study, backend, env, profile, opts, timeout, log)
@@ -436,8 +453,8 @@ def run_tune(options: TuneOptions, *, progress: Any = None, backend: Backend | N
                                   guard=jobs[-1].workload)
         if final is None and confirmed is not None:
             final = confirmed
-        stages["guard sweep"] = study.measurements - sum(stages.values())
-        log("measurements: " + ", ".join(f"{k} {v}" for k, v in stages.items()))
+        stages["final guard sweep"] = study.measurements - sum(stages.values())
+        log("measurements: " + ", ".join(f"{k} {v}" for k, v in stages.items() if v or k == "study"))
     verdict_notes: list[str] = []
     env_ok = True                            # the env the guard sweep measured may be recommended
     if final is not None and final_changes:

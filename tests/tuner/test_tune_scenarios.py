@@ -85,6 +85,19 @@ def test_every_output_says_simulated(tuned):
         assert "# SIMULATED: not measured on hardware" in (out / "nccl_tuner.conf").read_text()
 
 
+def test_the_guard_sweep_covered_small_sizes_and_every_collective_of_the_job(tuned):
+    name, opts, res, out = tuned
+    guard = json.loads((out / "summary.json").read_text())["guard_sweep"]
+    if res.final is None:
+        assert guard is None and not res.recommended       # nothing was recommended, nothing swept
+        return
+    rows = guard["rows"]
+    swept = {r["collective"] for r in rows}
+    assert set(res.profile.collectives) | set(res.profile.guard) <= swept, swept
+    assert min(r["size"] for r in rows) <= 8 and any(r["size"] == 1 << 20 for r in rows)   # 8 B to 1 MB
+    assert [r for r in rows if r["regression"]] == [] and guard["regressions"] == []       # nothing slower
+
+
 def test_a_tuner_table_covers_every_size_and_slows_no_measured_one(tuned):
     name, opts, res, out = tuned
     conf = out / "nccl_tuner.conf"
