@@ -10,8 +10,8 @@ fallback: the log's first NCCL error when no other rule's finding explains anyth
 
 from __future__ import annotations
 
-from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, in_nvls, local_gpus,
-                                          log_net_devices, merge_evidence, multi_node, node_evidence)
+from ncdoc.checks.evidence_common import (cite_cuda, cite_kind, cite_problems, cuda_errors, env_evidence, env_value,
+                                          local_gpus, log_net_devices, merge_evidence, multi_node, node_evidence)
 from ncdoc.engine.rules import Context, check
 from ncdoc.evidence.interfaces import VIRTUAL_KINDS
 from ncdoc.findings import Evidence, Hit, Skip
@@ -209,47 +209,50 @@ def ev_socket_ifname_virtual(ctx: Context):
 @check("ev_fabric_manager")
 def ev_fabric_manager(ctx: Context):
     """CUDA 802 (system not ready) or 999 on the NVLS/NVSwitch path, 401 (illegal state) binding NVLS multicast
-    memory, or 1 (invalid argument) from NVLS setup: the Fabric Manager state. (CUDA 2, out of memory, in NVLS
-    setup is nvls-multicast-exhausted: resources used up, not the Fabric Manager.)"""
-    for log in ctx.logs:
-        bad, restarted = [], []
-        for p in log.problems_of("cuda_failure"):
-            if p.code == 802:
-                bad.append(p)
-            elif p.code == 999 and (in_nvls(log, p) or log.nvswitch_context):
-                bad.append(p)
-            elif p.code == 401 and in_nvls(log, p):
-                # cuMulticastBindMem refused in the present state: the GPUs' fabric registration went
-                # stale (Fabric Manager restarted without a GPU reset) or the NVSwitches are in a bad state
-                bad.append(p)
-            elif p.code == 1 and in_nvls(log, p):
-                # maintainers' answer in NVIDIA/nccl#976, #1338, #1488: the multicast objects NCCL maps
-                # went stale when the Fabric Manager restarted under GPUs that were not reset
-                restarted.append(p)
-        if restarted:
-            yield Hit("CUDA error 1 ('invalid argument') in NCCL's NVLS (NVLink SHARP) setup: almost always the "
-                      "NVSwitch Fabric Manager was restarted while processes held NVLS resources on the GPUs, and the "
-                      "GPUs were not reset since (NVIDIA/nccl#976, #1488)",
-                      cite_problems(log, restarted),
-                      fix="Reset the GPUs (`nvidia-smi -r` with no process on them) or reboot the node, then check "
-                          "`nvidia-smi -q | grep -A2 Fabric` shows the fabric Completed/Success; to get going "
-                          "meanwhile, NCCL_NVLS_ENABLE=0 runs without NVLS (slower all-reduce on NVSwitch systems).",
-                      severity="error", subject="fabric-manager-restart")
-        if not bad:
-            continue
-        codes = sorted({p.code for p in bad})
-        bind = any(p.code == 401 for p in bad)
-        yield Hit(f"CUDA error {'/'.join(map(str, codes))} "
-                  + ("in NCCL's NVLS (NVLink SHARP) setup" if any(in_nvls(log, p) for p in bad)
-                     else "on an NVSwitch system")
-                  + (" (binding NVLS multicast memory is not allowed in the GPU's present state)" if bind else "")
-                  + ": the NVSwitch Fabric Manager is not running, not finished, or was restarted without a GPU "
-                    "reset, or the NVSwitches are in a bad state",
-                  cite_problems(log, bad),
-                  fix="Check `systemctl status nvidia-fabricmanager` and `nvidia-smi -q | grep -A2 Fabric`; after a "
-                      "Fabric Manager restart reset the GPUs (or reboot). NCCL_NVLS_ENABLE=0 gets the job going "
-                      "without NVLS (slower all-reduce on NVSwitch systems) but only hides the fault.",
-                  severity="error", subject="fabric-manager")
+    memory, or 1 (invalid argument) from NVLS setup: the Fabric Manager state. Read from NCCL logs and from
+    nccl-tests output alike. (CUDA 2, out of memory, in NVLS setup is nvls-multicast-exhausted: resources used
+    up, not the Fabric Manager.)"""
+    nvswitch = any(getattr(log, "nvswitch_context", ()) for log in ctx.logs)
+    bad, restarted = [], []
+    for e in cuda_errors(ctx):
+        if e.code == 802:
+            bad.append(e)
+        elif e.code == 999 and (e.nvls or nvswitch):
+            bad.append(e)
+        elif e.code == 401 and e.nvls:
+            # cuMulticastBindMem refused in the present state: the GPUs' fabric registration went
+            # stale (Fabric Manager restarted without a GPU reset) or the NVSwitches are in a bad state
+            bad.append(e)
+        elif e.code == 1 and e.nvls:
+            # maintainers' answer in NVIDIA/nccl#976, #1338, #1488: the multicast objects NCCL maps
+            # went stale when the Fabric Manager restarted under GPUs that were not reset
+            restarted.append(e)
+    if restarted:
+        yield Hit("CUDA error 1 ('invalid argument') in NCCL's NVLS (NVLink SHARP) setup: almost always the "
+                  "NVSwitch Fabric Manager was restarted while processes held NVLS resources on the GPUs, and the "
+                  "GPUs were not reset since (NVIDIA/nccl#976, #1488)",
+                  cite_cuda(restarted),
+                  fix="Reset the GPUs (`nvidia-smi -r` with no process on them) or reboot the node, then check "
+                      "`nvidia-smi -q | grep -A2 Fabric` shows the fabric Completed/Success; to get going "
+                      "meanwhile, NCCL_NVLS_ENABLE=0 runs without NVLS (slower all-reduce on NVSwitch systems).",
+                  severity="error", subject="fabric-manager-restart")
+    if not bad:
+        return
+    codes = sorted({e.code for e in bad})
+    bind = any(e.code == 401 for e in bad)
+    by = " and ".join(dict.fromkeys("nccl-tests" if e.origin == "tests" else "NCCL" for e in bad))
+    where = ("in NCCL's NVLS (NVLink SHARP) setup" if any(e.nvls for e in bad) else
+             "(system not yet initialized)" if codes == [802] else "on an NVSwitch system")
+    yield Hit(f"CUDA error {'/'.join(map(str, codes))} {where}, reported by {by}"
+              + (" (binding NVLS multicast memory is not allowed in the GPU's present state)" if bind else "")
+              + ": the NVSwitch Fabric Manager is not running, not finished, or was restarted without a GPU "
+                "reset, or the NVSwitches are in a bad state",
+              cite_cuda(bad),
+              fix="Check `systemctl status nvidia-fabricmanager` (enable it: `systemctl enable --now "
+                  "nvidia-fabricmanager`) and `nvidia-smi -q | grep -A2 Fabric`; after a Fabric Manager restart reset "
+                  "the GPUs (or reboot). NCCL_NVLS_ENABLE=0 gets the job going without NVLS (slower all-reduce on "
+                  "NVSwitch systems) but only hides the fault.",
+              severity="error", subject="fabric-manager")
 
 
 # ---------------------------------------------------------------- NIC count

@@ -101,13 +101,74 @@ _NVLS_WORDS = ("NVLink SHARP", "NVLS", "Multicast", "multicast")
 
 def in_nvls(log: Any, p: Any) -> bool:
     """The CUDA failure came from NCCL's NVLS code: its message names NVLS / multicast memory, its WARN's
-    file is nvls.cc, else (no file:line kept) the ncclUnhandledCudaError traces go through nvls.cc."""
+    file is nvls.cc, the line just above it does (NCCL's NVLS bind message spans lines, and pastes split it),
+    else (no file:line kept) the ncclUnhandledCudaError traces go through nvls.cc."""
     if any(w in (p.message or "") for w in _NVLS_WORDS):
         return True
     if p.source_file:
         return "nvls" in p.source_file.lower()
+    at = p.evidence.line if p.evidence else None
+    if at and any(q.evidence and 0 < at - q.evidence.line <= _SPLIT_LINES and any(w in (q.message or "")
+                                                                                 for w in _NVLS_WORDS)
+                  for q in getattr(log, "problems", ())):
+        return True
     sources = (getattr(log, "nccl_result_sources", None) or {}).get("ncclUnhandledCudaError", {})
     return any("nvls" in f.lower() for f in sources)
+
+
+_SPLIT_LINES = 2          # a message NCCL prints over lines: its CUDA error this many lines below its start
+
+
+@dataclass(frozen=True)
+class CudaError:
+    """A CUDA error a run reported, in an NCCL log (NCCL's "Cuda failure ...") or in nccl-tests output
+    ("Test CUDA failure ...", or a CUDA failure NCCL's last error names): one shape, so every rule about a
+    CUDA error reads both."""
+    code: int | None
+    name: str | None
+    text: str                        # the error string ("out of memory")
+    evidence: Evidence
+    origin: str                      # "log" | "tests"
+    nvls: bool = False               # raised by NCCL's NVLS (NVLink SHARP) setup
+    where: str = ""                  # NCCL source file:line, or nccl-tests' own source location
+    host: str | None = None
+    message: str = ""                # the whole message it came in
+
+
+def cuda_errors(ctx: Context) -> list[CudaError]:
+    """Every CUDA error the logs and nccl-tests outputs show, logs first."""
+    from ncdoc.evidence.error_codes import cuda_error
+    from ncdoc.evidence.nccl_log_errors import classify_error
+    out: list[CudaError] = []
+    for log in ctx.logs:
+        for p in log.problems_of("cuda_failure"):
+            cit = p.evidence
+            out.append(CudaError(p.code, p.code_name, p.details.get("error", "") or p.message,
+                                 Evidence(cit.text if cit else p.message, _source(log), cit.line if cit else None),
+                                 "log", in_nvls(log, p), p.source_file or "", p.host, p.message))
+    for t in ctx.tests:
+        for f in getattr(t, "failures", ()) or ():
+            ev = Evidence(f.text, _source(t), f.line or None)
+            if f.kind == "cuda":
+                code, name, _ = cuda_error(None, f.error)
+                out.append(CudaError(code, name, f.error, ev, "tests", False, f.location, f.host, f.text))
+            elif f.kind == "nccl" and f.last_error:
+                cls = classify_error(f.last_error)
+                if cls is not None and cls.kind == "cuda_failure":
+                    nvls = any(w in f.last_error for w in _NVLS_WORDS)
+                    out.append(CudaError(cls.code, cls.code_name, dict(cls.details).get("error", f.last_error), ev,
+                                         "tests", nvls, f.location, f.host, f.last_error))
+    return out
+
+
+def cite_cuda(errors: Iterable[CudaError], limit: int = MAX_EVIDENCE) -> tuple[Evidence, ...]:
+    out: list[Evidence] = []
+    for e in errors:
+        if e.evidence not in out:
+            out.append(e.evidence)
+        if len(out) >= limit:
+            break
+    return tuple(out)
 
 
 # ---------------------------------------------------------------- the environment

@@ -7,8 +7,8 @@ Each reads the problems the log parser classified (ncdoc.evidence.nccl_log_error
 
 from __future__ import annotations
 
-from ncdoc.checks.evidence_common import (cite_kind, cite_problems, env_evidence, env_value, in_nvls,
-                                          merge_evidence, multi_node)
+from ncdoc.checks.evidence_common import (cite_cuda, cite_kind, cite_problems, cuda_errors, env_evidence, env_value,
+                                          in_nvls, merge_evidence, multi_node)
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Hit
 from ncdoc.nccl.parse import version_cmp
@@ -127,9 +127,7 @@ def socket_address_link_local(ctx: Context):
 
 def _oom(log) -> list:
     """CUDA out-of-memory lines of NCCL's own allocations (alloc.h, p2p/proxy buffers), NVLS setup excepted."""
-    probs = [p for p in log.problems_of("cuda_failure") if p.code == 2]
-    probs += log.problems_of("cuda_alloc_failed")
-    return [p for p in probs if not in_nvls(log, p)]
+    return [p for p in log.problems_of("cuda_alloc_failed") if not in_nvls(log, p)]
 
 
 def _where(p) -> str:
@@ -147,52 +145,60 @@ def _size(n: int) -> str:
 
 @check("gpu_out_of_memory")
 def gpu_out_of_memory(ctx: Context):
-    """NCCL could not allocate GPU memory for its buffers (cudaMalloc/cuMemCreate: out of memory)."""
-    for log in ctx.logs:
-        probs = _oom(log)
-        if not probs:
-            continue
-        sizes = sorted({int(p.details["bytes"]) for p in probs if str(p.details.get("bytes", "")).isdigit()})
-        ranks = sorted({_where(p) for p in probs if p.host})
-        peers_gone = log.problems_of("socket_closed_by_peer")
-        msg = ("the GPU ran out of memory while NCCL allocated its buffers"
-               + (f" ({', '.join(_size(s) for s in sizes[:3])} requested)" if sizes else "")
-               + (f" on {', '.join(ranks[:3])}" if ranks else "")
-               + ": the framework or other processes hold the GPU's memory, so NCCL cannot set up its "
-                 "connections and init (or the first collective) fails")
-        if peers_gone:
-            msg += ("; the 'Connection closed by remote peer' lines on other ranks follow from it (that rank's "
-                    "process failed first)")
-        yield Hit(msg, merge_evidence(cite_problems(log, probs, 3), env_evidence(ctx, "NCCL_BUFFSIZE")),
-                  fix="Leave GPU memory for NCCL: cap the framework's share (PyTorch: smaller batches or "
-                      "torch.cuda.set_per_process_memory_fraction, and create process groups before the caching "
-                      "allocator fills the GPU; vLLM: lower gpu_memory_utilization), check `nvidia-smi` for other "
-                      "processes on the GPU, lower NCCL_BUFFSIZE or the channel count (NCCL_MAX_NCHANNELS), and "
-                      "destroy communicators you no longer use (ncclCommDestroy / destroy_process_group).",
-                  subject="gpu-memory")
+    """The GPU ran out of memory while NCCL (or nccl-tests) allocated buffers (cudaMalloc/cuMemCreate)."""
+    oom = [e for e in cuda_errors(ctx) if e.code == 2 and not e.nvls]
+    allocs = [(log, p) for log in ctx.logs for p in _oom(log)]
+    if not oom and not allocs:
+        return
+    sizes = sorted({int(p.details["bytes"]) for _, p in allocs if str(p.details.get("bytes", "")).isdigit()})
+    ranks = sorted({_where(p) for _, p in allocs if p.host} | {
+        f"{e.host}" for e in oom if e.host and e.origin == "tests"})
+    peers_gone = [p for log in ctx.logs for p in log.problems_of("socket_closed_by_peer")]
+    by_tests = oom and all(e.origin == "tests" for e in oom) and not allocs
+    msg = ("the GPU ran out of memory while " + ("nccl-tests allocated its buffers" if by_tests else
+                                                 "NCCL allocated its buffers")
+           + (f" ({', '.join(_size(s) for s in sizes[:3])} requested)" if sizes else "")
+           + (f" on {', '.join(ranks[:3])}" if ranks else "")
+           + (": the message sizes asked for (-e/maxBytes, times the buffers each rank holds) do not fit beside "
+              "what else holds the GPU's memory" if by_tests else
+              ": the framework or other processes hold the GPU's memory, so NCCL cannot set up its "
+              "connections and init (or the first collective) fails"))
+    if peers_gone:
+        msg += ("; the 'Connection closed by remote peer' lines on other ranks follow from it (that rank's "
+                "process failed first)")
+    ev = merge_evidence(cite_cuda(oom, 3), *(cite_problems(log, [p], 1) for log, p in allocs[:3]),
+                        env_evidence(ctx, "NCCL_BUFFSIZE"))
+    yield Hit(msg, ev,
+              fix=("Lower the largest size (-e) or the GPUs per process, and check `nvidia-smi` for other processes "
+                   "on the GPUs." if by_tests else
+                   "Leave GPU memory for NCCL: cap the framework's share (PyTorch: smaller batches or "
+                   "torch.cuda.set_per_process_memory_fraction, and create process groups before the caching "
+                   "allocator fills the GPU; vLLM: lower gpu_memory_utilization), check `nvidia-smi` for other "
+                   "processes on the GPU, lower NCCL_BUFFSIZE or the channel count (NCCL_MAX_NCHANNELS), and "
+                   "destroy communicators you no longer use (ncclCommDestroy / destroy_process_group)."),
+              subject="gpu-memory")
 
 
 @check("nvls_multicast_exhausted")
 def nvls_multicast_exhausted(ctx: Context):
     """CUDA out of memory in NCCL's NVLS setup: the NVSwitch multicast resources are used up."""
-    for log in ctx.logs:
-        probs = [p for p in log.problems_of("cuda_failure") if p.code == 2 and in_nvls(log, p)]
-        if not probs:
-            continue
-        bind = any("Multicast" in p.message or "multicast" in p.message for p in probs)
-        what = ("binding NVLS (NVLink SHARP) multicast memory failed with CUDA error 2 'out of memory'" if bind else
-                "NCCL's NVLS (NVLink SHARP) setup ran out of memory (CUDA error 2)")
-        yield Hit(f"{what}: the NVSwitches' multicast resources are used up - every communicator that uses NVLS "
-                  "holds multicast objects and buffers, and a job creating many communicators (one per "
-                  "tensor/pipeline/FSDP group) exhausts them" + ("" if bind else ", unless GPU memory itself is "
-                                                                 "full")
-                  + "; this is not a Fabric Manager fault",
-                  merge_evidence(cite_problems(log, probs, 2), env_evidence(ctx, "NCCL_NVLS_ENABLE"),
-                                 env_evidence(ctx, "NCCL_NVLS_CHUNKSIZE")),
-                  fix="Create fewer communicators and destroy the ones you no longer use (ncclCommDestroy / "
-                      "destroy_process_group), or run without NVLS (NCCL_NVLS_ENABLE=0, slower all-reduce on "
-                      "NVSwitch systems); a smaller NCCL_NVLS_CHUNKSIZE (default 128 KiB) shrinks each NVLS buffer.",
-                  env_patch={"NCCL_NVLS_ENABLE": "0"}, subject="nvls-multicast")
+    probs = [e for e in cuda_errors(ctx) if e.code == 2 and e.nvls]
+    if not probs:
+        return
+    bind = any("ulticast" in e.message for e in probs)
+    what = ("binding NVLS (NVLink SHARP) multicast memory failed with CUDA error 2 'out of memory'" if bind else
+            "NCCL's NVLS (NVLink SHARP) setup ran out of memory (CUDA error 2)")
+    yield Hit(f"{what}: the NVSwitches' multicast resources are used up - every communicator that uses NVLS "
+              "holds multicast objects and buffers, and a job creating many communicators (one per "
+              "tensor/pipeline/FSDP group) exhausts them" + ("" if bind else ", unless GPU memory itself is "
+                                                             "full")
+              + "; this is not a Fabric Manager fault",
+              merge_evidence(cite_cuda(probs, 2), env_evidence(ctx, "NCCL_NVLS_ENABLE"),
+                             env_evidence(ctx, "NCCL_NVLS_CHUNKSIZE")),
+              fix="Create fewer communicators and destroy the ones you no longer use (ncclCommDestroy / "
+                  "destroy_process_group), or run without NVLS (NCCL_NVLS_ENABLE=0, slower all-reduce on "
+                  "NVSwitch systems); a smaller NCCL_NVLS_CHUNKSIZE (default 128 KiB) shrinks each NVLS buffer.",
+              env_patch={"NCCL_NVLS_ENABLE": "0"}, subject="nvls-multicast")
 
 
 # ---------------------------------------------------------------- EFA (aws-ofi-nccl)

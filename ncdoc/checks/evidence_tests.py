@@ -299,3 +299,44 @@ def two_node_tree_overstates(ctx: Context):
         yield Hit(msg, merge_evidence(_ev(t, peak), env_evidence(ctx, "NCCL_ALGO")),
                   fix="Rerun with NCCL_ALGO=Ring to measure the network (or on more than two nodes).",
                   env_patch={"NCCL_ALGO": "Ring"}, severity="warning" if over else "info", subject="tree")
+
+
+# ---------------------------------------------------------------- ranks and GPUs
+
+@check("gpu_oversubscription")
+def gpu_oversubscription(ctx: Context):
+    """More processes on a host than it has GPUs: several processes listed on one GPU, or processes whose GPU
+    index does not exist there ('invalid device ordinal')."""
+    for t in ctx.tests:
+        devices = getattr(t, "devices", ()) or ()
+        by_gpu: dict[tuple, set] = {}
+        for d in devices:
+            gpu = d.bus_id or (str(d.device) if d.device is not None else None)
+            if gpu is not None:                  # per run: two runs pasted together list the same GPUs again
+                by_gpu.setdefault((d.run, d.host, gpu), set()).add(d.pid)
+        shared = {k: v for k, v in by_gpu.items() if len(v) > 1}
+        ordinal = [f for f in getattr(t, "failures", ()) or () if f.kind == "cuda" and f.error_name ==
+                   "cudaErrorInvalidDevice"]
+        if not shared and not ordinal:
+            continue
+        parts, ev = [], []
+        if shared:
+            (run, host, gpu), pids = max(shared.items(), key=lambda kv: len(kv[1]))
+            parts.append(f"{len(pids)} processes on {host} use the same GPU ({gpu})"
+                         + (f", and {len(shared) - 1} more GPU(s) are shared the same way" if len(shared) > 1 else ""))
+            ev += [Evidence(f"{d.host} pid {d.pid} rank {d.rank} device {d.device}", getattr(t, "source", ""), d.line)
+                   for d in devices if (d.run, d.host, d.bus_id or str(d.device)) == (run, host, gpu)][:3]
+        if ordinal:
+            hosts = sorted({f.host for f in ordinal if f.host})
+            parts.append(f"{len(ordinal)} process(es)" + (f" on {', '.join(hosts[:3])}" if hosts else "")
+                         + " failed with 'invalid device ordinal' (CUDA error 101): they asked for a GPU index the "
+                           "host does not have")
+            ev += list(cite(t, ordinal[:2]))
+        yield Hit("more processes (or GPUs per process) than the host has GPUs: " + "; ".join(parts)
+                  + " - the launcher placed more ranks on a host than it has GPUs (slots, -np, hostfile), each rank "
+                    "was not given its own GPU, or CUDA_VISIBLE_DEVICES hides GPUs",
+                  tuple(ev[:4]),
+                  fix="Run one rank per GPU: as many processes per host as it has GPUs (mpirun -np N with -H host:slots "
+                      "or a hostfile, srun --ntasks-per-node=GPUs), and -g 1 per process (or one process per host with "
+                      "-g GPUs); check that the ranks really spread over the hosts (the '# Rank ... on <host>' lines).",
+                  subject="oversubscription")

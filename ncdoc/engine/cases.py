@@ -8,6 +8,7 @@ Inputs (a rule's `example`, or one entry of tests/rule_cases/<pack>.yaml):
                                   ("host.kernel", "gpus.gpus.3.nvlinks.0.active", "pci.devices.*.acs_ctrl")
     nccl_version: "2.21.5"        the NCCL version to judge against
     log / tests / launch: text    evidence parsed by ncdoc.evidence (NCCL log, nccl-tests, launch script)
+    ras / diag / host: text       an ncclras report, NCCL DIAG lines, host command output (ulimit -a, nvidia-smi)
     policy: {policy pack}         a site policy pack (ncdoc.engine.policy format), for the policy rules
     cluster: {...}                many nodes, for the cross-node rules (rules/cluster.yaml):
         example: dgx-h100         every node starts as this fixture machine, named node01..nodeNN
@@ -40,7 +41,11 @@ EVIDENCE_PARSERS = {
     "log": ("nccl_log", "ncdoc.evidence.nccl_log:parse_nccl_log"),
     "tests": ("nccl_tests", "ncdoc.evidence.nccl_tests:parse_nccl_tests"),
     "launch": ("launch", "ncdoc.evidence.launch_env:parse_launch_env"),
+    "ras": ("ras", "ncdoc.evidence.ras_report:parse_ras_text"),
+    "diag": ("diag", "ncdoc.evidence.nccl_diag:parse_nccl_diag"),
+    "host": ("host_output", "ncdoc.evidence.host_output:parse_host_output"),
 }
+_LINE_PARSED = ("log", "tests", "ras", "diag", "host")
 
 
 @lru_cache(maxsize=32)
@@ -56,7 +61,7 @@ def _parse_evidence(key: str, text: str) -> tuple[str, Any]:
         fn = getattr(importlib.import_module(mod_name), fn_name)
     except (ImportError, AttributeError) as exc:
         raise RuntimeError(f"example input {key!r} needs {target}, which is not available: {exc}") from None
-    if key in ("log", "tests"):        # line parsers: NCCL logs and nccl-tests output stream by line
+    if key in _LINE_PARSED:            # line parsers: NCCL logs, nccl-tests output, reports stream by line
         return kind, fn(text.splitlines(), "example")
     return kind, fn(text, "example")
 
@@ -168,7 +173,7 @@ def example_problems(rule: Rule, inputs: Mapping[str, Any] | None = None) -> lis
 
 
 CASE_KEYS = frozenset({"rule", "case", "id", "severity", "env", "conf", "example", "patch", "log", "tests",
-                       "launch", "nccl_version", "policy", "cluster"})
+                       "launch", "ras", "diag", "host", "nccl_version", "policy", "cluster"})
 
 
 def case_problems(rule: Rule, case: Mapping[str, Any]) -> list[str]:

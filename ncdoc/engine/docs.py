@@ -19,14 +19,19 @@ from ncdoc.engine.rules import FAMILIES, STAGE_TITLES
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs" / "rules"
 
 
+# example keys holding run evidence, and the file name the docs show them under
+EVIDENCE_FILES = (("log", "job.log"), ("tests", "results.txt"), ("ras", "ncclras.txt"), ("diag", "diag.log"),
+                  ("host", "host.txt"))
+
+
 def example_command(rule) -> str:
     """The command line that reproduces a rule's example."""
     ex = rule.example
     if ex.get("cluster"):
         return "ncdoc cluster check snaps/" + (f" --golden {ex['cluster']['golden']}" if ex["cluster"].get("golden")
                                                else "")
-    if ex.get("log") or ex.get("tests"):
-        return "ncdoc triage " + " ".join(n for k, n in (("log", "job.log"), ("tests", "results.txt")) if ex.get(k))
+    if any(ex.get(k) for k, _ in EVIDENCE_FILES):
+        return "ncdoc triage " + " ".join(n for k, n in EVIDENCE_FILES if ex.get(k))
     parts = ["ncdoc check", f"--example {ex['example']}"] if ex.get("example") else ["ncdoc lint"]
     if ex.get("nccl_version"):
         parts.append(f"--nccl-version {ex['nccl_version']}")
@@ -79,7 +84,7 @@ def page(rule) -> str:
         import json
         setup.append("# site-policy.yaml:")
         setup += ["#   " + json.dumps(ex["policy"], sort_keys=False)]
-    for key, name in (("log", "job.log"), ("tests", "results.txt")):
+    for key, name in EVIDENCE_FILES:
         if ex.get(key):
             text = ex[key].rstrip("\n").splitlines()
             setup.append(f"$ cat {name}")

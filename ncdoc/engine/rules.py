@@ -34,11 +34,15 @@ STAGE_TITLES = {
 # Facts a rule (or one of its checks) can declare it needs, in its pack (`needs:`) or, for a fact
 # needed on one path only, with Context.require: when the fact is missing or unknown the rule is
 # skipped with the reason, never passed. "evidence": any run evidence at all (a log, nccl-tests
-# output, launch files, pasted node evidence).
+# output, launch files, pasted node evidence); "ras": an ncclras report or RAS log lines; "diag": NCCL's
+# DIAG report lines; "host_output": what commands printed on the job's host (ulimit -a, nvidia-smi).
 NEEDS = ("snapshot", "host", "versions", "gpus", "hcas", "net", "pci", "numa", "topology",
-         "nccl_version", "log", "tests", "evidence", "env", "job")
+         "nccl_version", "log", "tests", "evidence", "env", "job", "ras", "diag", "host_output")
 # The needs only a job's output can meet: a rule whose every check needs one of them judges runs, not nodes.
-RUN_NEEDS = ("log", "tests", "evidence")
+RUN_NEEDS = ("log", "tests", "evidence", "ras", "diag", "host_output")
+_RUN_EVIDENCE = {"log": ("nccl_log", "NCCL log"), "tests": ("nccl_tests", "nccl-tests output"),
+                 "ras": ("ras", "RAS report (ncclras output or RAS log lines)"),
+                 "diag": ("diag", "NCCL DIAG report"), "host_output": ("host_output", "host command output")}
 
 
 @record(frozen=True)
@@ -188,9 +192,9 @@ class Context:
 
     def missing(self, need: str) -> str | None:
         """Why fact `need` is unavailable, or None when it is there."""
-        if need in ("log", "tests"):
-            kind = "nccl_log" if need == "log" else "nccl_tests"
-            return None if self.evidence.get(kind) else f"no {'NCCL log' if need == 'log' else 'nccl-tests output'} given"
+        if need in _RUN_EVIDENCE:
+            kind, what = _RUN_EVIDENCE[need]
+            return None if self.evidence.get(kind) else f"no {what} given"
         if need == "evidence":
             return None if any(self.evidence.values()) else "no NCCL log or nccl-tests output given"
         if need == "env":

@@ -51,8 +51,8 @@ COMPILED_SCHEMA = 1
 RULE_KEYS_REQUIRED = ("code", "name", "severity", "stage", "summary", "why", "fix", "references", "example")
 RULE_KEYS_OPTIONAL = ("needs", "only_if_set", "check", "when", "message", "aliases", "env_patch", "fallback")
 CHECK_KEYS = ("needs", "only_if_set")
-EXAMPLE_KEYS = ("env", "conf", "example", "patch", "log", "tests", "launch", "nccl_version", "policy", "note",
-                "expect", "cluster")
+EXAMPLE_KEYS = ("env", "conf", "example", "patch", "log", "tests", "launch", "ras", "diag", "host", "nccl_version",
+                "policy", "note", "expect", "cluster")
 PACK_KEYS = ("pack", "description", "rules")
 
 # Patterns as strings: compiled (and cached by re) only when a pack is parsed, not on the check path.

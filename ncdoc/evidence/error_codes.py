@@ -100,17 +100,30 @@ CUDA_ERROR_BY_TEXT: dict[str, tuple[int, str, str]] = {
     "initialization error": (3, "cudaErrorInitializationError", "CUDA could not initialise"),
     "cuda driver version is insufficient for cuda runtime version": (
         35, "cudaErrorInsufficientDriver", "the driver is older than the CUDA runtime"),
+    "invalid device function": (98, "cudaErrorInvalidDeviceFunction",
+                                "the binary holds no kernel for this GPU: built without its architecture"),
     "all cuda-capable devices are busy or unavailable": (
         46, "cudaErrorDevicesUnavailable", "GPUs busy or in exclusive-process mode"),
     "no cuda-capable device is detected": (100, "cudaErrorNoDevice", "no GPU visible to the process"),
     "invalid device ordinal": (101, "cudaErrorInvalidDevice", "the GPU index does not exist "
                                                                "(CUDA_VISIBLE_DEVICES / local rank mapping)"),
+    "device kernel image is invalid": (200, "cudaErrorInvalidKernelImage",
+                                       "the kernel image does not load on this GPU (built for another architecture)"),
+    "no kernel image is available for execution on the device": (
+        209, "cudaErrorNoKernelImageForDevice", "the binary holds no kernel image for this GPU's architecture: it "
+                                                "was built without this compute capability"),
     "peer access is not supported between these two devices": (
         217, "cudaErrorPeerAccessUnsupported", "P2P is not possible between these GPUs"),
+    "the provided ptx was compiled with an unsupported toolchain": (
+        222, "cudaErrorUnsupportedPtxVersion", "the PTX was built by a newer CUDA than the driver supports: the "
+                                               "driver is too old for this build"),
     "the operation cannot be performed in the present state": (
         401, "cudaErrorIllegalState", "the call is not allowed in the GPU's present state: for NVLS multicast "
                                       "memory the Fabric Manager / NVSwitch state (restarted without a GPU reset, "
                                       "not running, or no fabric state in this container)"),
+    "named symbol not found": (500, "cudaErrorSymbolNotFound",
+                               "a kernel the library looks up is not in its binary: for NCCL's own kernels, a libnccl "
+                               "built without this GPU's architecture"),
     "an illegal memory access was encountered": (700, "cudaErrorIllegalAddress", "a kernel faulted"),
     "unspecified launch failure": (719, "cudaErrorLaunchFailure", "a kernel faulted"),
     "operation not supported": (801, "cudaErrorNotSupported", "operation not supported on this system"),

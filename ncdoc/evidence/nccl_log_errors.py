@@ -345,6 +345,13 @@ LOG_PROBLEMS: tuple[ProblemKind, ...] = (
                 starts="Invalid value ", phrases=(" for ",), extract=_first_120),
     ProblemKind("net_plugin_init_failed", "no network transport could start: NCCL_NET names an unavailable "
                 "network or no device is usable", phrases=("Failed to initialize any NET plugin",)),
+    # NVML (nvmlInit_v2) refusing to start: after a driver update without a reboot the kernel module and the
+    # user-space libraries differ ("Driver/library version mismatch", NVML_ERROR_LIB_RM_VERSION_MISMATCH)
+    ProblemKind("driver_library_mismatch", "the NVIDIA kernel module and the user-space driver libraries (NVML, "
+                "libcuda) are different versions", phrases=("Driver/library version mismatch", "RM version mismatch",
+                                                           "API mismatch"), extract=_first_120),
+    ProblemKind("nvml_init_failed", "NVML could not start: no usable NVIDIA driver for this process",
+                phrases=("nvmlInit",), also=("failed",), extract=_first_120),
     ProblemKind("cuda_failure", pattern=_CUDA, decide=_cuda_failure),
     ProblemKind("cuda_alloc_failed", "GPU memory allocation failed",
                 phrases=("Failed to CUDA calloc", "Failed to CUDA malloc"), extract=_alloc_bytes, code=2,
@@ -359,7 +366,14 @@ LOG_PROBLEMS: tuple[ProblemKind, ...] = (
                 phrases=("XML Topology has wrong version", "Could not open XML topology file",
                          "system node not found in XML", "Add NVLink error : could not find",
                          "Add PCI Link error : could not find", "Add C2c error : could not find")),
-    ProblemKind("topo_xml_error", _XML_MEANING, phrases=("XML Parse", "XML Mismatch"), extract=_xml_file("")),
+    ProblemKind("topo_xml_error", _XML_MEANING, phrases=("XML Parse", "XML Mismatch", "XML Export Channel",
+                                                         "too many XML", "XML parser is limited"),
+                extract=_xml_file("")),
+    # graph/xml.h xmlGetAttr*: a node of the topology XML lacks an attribute NCCL needs ("Attribute arch of node
+    # cpu not found"): a hand-written or static topology file (NCCL_TOPO_FILE, a net plugin's own) that does not
+    # describe this machine as NCCL reads it
+    ProblemKind("topo_xml_error", _XML_MEANING + " (a node of the topology file lacks an attribute)",
+                starts="Attribute ", phrases=(" of node ",), also=("not found",), extract=_xml_file("topology")),
     ProblemKind("topo_sysfs_path_missing", pattern=_REAL_PATH, decide=_real_path),
     ProblemKind("no_local_path_gpu_net", "the topology has no path from a GPU to any NIC (broken topology "
                 "detection or NCCL_TOPO_FILE)", phrases=("Could not find any local path from gpu",)),

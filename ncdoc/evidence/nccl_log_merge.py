@@ -13,7 +13,8 @@ from collections import Counter
 
 from ncdoc.evidence import nccl_log_patterns as P
 from ncdoc.evidence.nccl_log_model import (
-    ChannelFacts, CommFacts, GdrFacts, LogFacts, NetDevice, PluginFacts, Problem, RankFacts, SocketIface,
+    ChannelFacts, CommFacts, FrameworkFacts, GdrFacts, LogFacts, NetDevice, PluginFacts, Problem, RankFacts,
+    SocketIface, WatchdogProgress, WatchdogTimeout,
 )
 from ncdoc.evidence.nccl_log_state import RankTally, ScanState
 from ncdoc.nccl.parse import version_tuple
@@ -78,8 +79,17 @@ def build_facts(st: ScanState, source: str) -> LogFacts:
         cross_nic=tuple(sorted(st.cross_nic)),
         cloud=_cloud(st),
         nvswitch_context=_nvswitch(st),
+        framework=_framework(st.framework),
         evidence=st.book.freeze(),
     )
+
+
+def _framework(fw: dict) -> FrameworkFacts:
+    return FrameworkFacts(
+        timeouts=tuple(WatchdogTimeout(**t) for t in fw["timeouts"]),
+        progress=tuple(WatchdogProgress(**p) for p in fw["progress"]),
+        timeout_lines=fw["timeout_lines"], terminated=fw["terminated"], stuck_s=fw["stuck_s"],
+        stuck_line=fw["stuck_line"], env_named=dict(fw["env_named"]))
 
 
 def _rank_facts(key: str, r: RankTally, st: ScanState) -> RankFacts:

@@ -7,7 +7,7 @@ ib_no_device, ib_no_device_hosts, net_plugin, socket_ifaces, bootstrap, gdr (sta
 gdr_detail, dma_buf, env, env_conflicts, channels, nvls_available, nranks, nnodes,
 local_ranks, init_start, init_complete, comms, hosts, host_count, rank_count, ranks,
 lines, recognised_lines, warn_lines, problems, problem_counts, nccl_results, nccl_result_sources, algorithms,
-ib_qp, cross_nic, cloud, nvswitch_context, evidence. Nested objects never reuse a top-level
+ib_qp, cross_nic, cloud, nvswitch_context, framework (watchdog_timeouts, watchdog_progress, ...), evidence. Nested objects never reuse a top-level
 key name, so a key found anywhere in the facts means one thing.
 """
 
@@ -137,6 +137,42 @@ class PluginFacts:
 
 
 @dataclass(frozen=True)
+class WatchdogTimeout:
+    """One collective a framework's watchdog gave up on (PyTorch: "Watchdog caught collective operation timeout")."""
+    rank: int | None                   # the rank the framework names ("[Rank 3]", "[rank3]:")
+    pg: str | None                     # its process group ("PG 1"), when named
+    seq: int                           # SeqNum: the collective's number in that process group
+    op: str                            # OpType: ALLREDUCE, BROADCAST, ALLGATHER, _ALLGATHER_BASE, GATHER, SEND...
+    numel_in: int | None = None
+    numel_out: int | None = None
+    timeout_ms: int | None = None
+    ran_ms: int | None = None
+    evidence: Citation | None = None
+
+
+@dataclass(frozen=True)
+class WatchdogProgress:
+    """"... at work: 808, last enqueued NCCL work: 811, last completed NCCL work: 807"."""
+    rank: int | None
+    pg: str | None
+    seq: int
+    last_enqueued: int
+    last_completed: int
+    evidence: Citation | None = None
+
+
+@dataclass(frozen=True)
+class FrameworkFacts:
+    timeouts: tuple[WatchdogTimeout, ...] = ()
+    progress: tuple[WatchdogProgress, ...] = ()
+    timeout_lines: int = 0             # every watchdog-timeout line, repeats included
+    terminated: int = 0                # "Process group watchdog thread terminated with exception"
+    stuck_s: int | None = None         # "watchdog got stuck for N seconds" (heartbeat monitor)
+    stuck_line: Citation | None = None
+    env_named: dict[str, Citation] = field(default_factory=dict)   # TORCH_NCCL_* / NCCL_ASYNC_* the lines name
+
+
+@dataclass(frozen=True)
 class LogFacts:
     source: str = ""
     lines: int = 0
@@ -179,6 +215,7 @@ class LogFacts:
     cross_nic: tuple[int, ...] = ()    # crossNic values of the graph search lines
     cloud: dict[str, Any] = field(default_factory=dict)           # {"aws": bool, "reasons": [...]}
     nvswitch_context: tuple[str, ...] = ()  # why NVSwitch/NVLS is involved, when it is
+    framework: FrameworkFacts = field(default_factory=FrameworkFacts)   # a framework's watchdog lines
     evidence: dict[str, tuple[Citation, ...]] = field(default_factory=dict)
 
     def problems_of(self, kind: str) -> tuple[Problem, ...]:
@@ -273,5 +310,22 @@ def log_facts_dict(f: LogFacts) -> dict[str, Any]:
         "cross_nic": list(f.cross_nic),
         "cloud": dict(f.cloud),
         "nvswitch_context": list(f.nvswitch_context),
+        "framework": framework_facts_dict(f.framework),
         "evidence": {k: [e.to_dict() for e in v] for k, v in f.evidence.items()},
+    }
+
+
+def framework_facts_dict(fw: FrameworkFacts) -> dict[str, Any]:
+    def line(c: Citation | None) -> int | None:
+        return c.line if c is not None else None
+    return {
+        "watchdog_timeouts": [{"rank": t.rank, "pg": t.pg, "seq": t.seq, "op": t.op, "numel_in": t.numel_in,
+                               "numel_out": t.numel_out, "timeout_ms": t.timeout_ms, "ran_ms": t.ran_ms,
+                               "line": line(t.evidence)} for t in fw.timeouts],
+        "watchdog_progress": [{"rank": p.rank, "pg": p.pg, "seq": p.seq, "last_enqueued": p.last_enqueued,
+                               "last_completed": p.last_completed, "line": line(p.evidence)} for p in fw.progress],
+        "watchdog_timeout_lines": fw.timeout_lines,
+        "watchdog_terminated": fw.terminated,
+        "watchdog_stuck_s": fw.stuck_s,
+        "framework_env_named": sorted(fw.env_named),
     }

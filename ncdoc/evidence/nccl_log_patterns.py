@@ -17,6 +17,7 @@ from functools import lru_cache
 # Re-exported: the scanner reads result names and classifies through this module.
 from ncdoc.evidence.error_codes import NCCL_RESULT  # noqa: F401
 from ncdoc.evidence.nccl_log_errors import MAX_MESSAGE, Classified, classify_error  # noqa: F401
+from ncdoc.evidence.wrappers import strip_wrappers
 from ncdoc.nccl.parse import version_tuple
 
 # ---------------------------------------------------------------- block patterns (bytes)
@@ -77,14 +78,10 @@ NET_CHANNEL = re.compile(
     rb"via NET/([^/ \r\n]+)/(\d+)([^ \r\n]*)")
 # Lines following a framework "NCCL error" line that say which error and why.
 FOLLOW_UP = 6
-# Launcher tags before a framework line: "[trainer0|0]:", "[1,0]<stdout>:", "[default0]:", srun's "0: ".
-_TAG = re.compile(r"(?:\[[^\]\s]{1,40}\](?:<\w{1,10}>)?: ?|\d{1,6}: )+")
-
-
 def untag(line: str) -> str:
-    """`line` without the launcher tags in front of it."""
-    m = _TAG.match(line)
-    return line[m.end():] if m else line
+    """`line` without the launcher tags and log-shipper prefixes in front of it ("[trainer0|0]:",
+    "[1,0]<stdout>:", "[default0]:", srun's "0: ", Ray's "(pid=42) ", timestamps...)."""
+    return strip_wrappers(line)
 
 # ---------------------------------------------------------------- the line prefix
 
@@ -264,6 +261,11 @@ BARE_CHANNEL = re.compile(r"(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])?
 OLD_PREFIX = re.compile(r"[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?=(?:INFO|WARN) )")
 
 
+# WARN bodies pasted on their own, as frameworks show them after "Last error:" or people quote them: a CUDA
+# failure in NCCL's words ("Cuda failure 1 'invalid argument'", 2.27+'s "CUDA error 401 '...'"), the NVLS bind
+BARE_WARN = re.compile(r"(?:Cuda failure (?:\d+ )?'|CUDA error \d+ '|Failed to bind NVLink SHARP \(NVLS\))")
+
+
 def bare_line(line: str) -> str:
     """A pasted NCCL message body written as NCCL prints it ("NCCL INFO ..."), or the line unchanged.
     The scanner keys on "NCCL INFO|WARN" and on "Channel N : " for channel lines."""
@@ -271,10 +273,12 @@ def bare_line(line: str) -> str:
     if m and "NCCL " not in line[:m.end() + 5]:
         return line[:m.end()] + "NCCL " + line[m.end():]
     body = line.lstrip()
-    if not body or "NCCL " in line[:len(line) - len(body) + 5] or body[:1] not in "IWCR0123456789":
+    if not body or "NCCL " in line[:len(line) - len(body) + 5] or body[:1] not in "IWCRF0123456789":
         return line
     if BARE_LEVEL.match(body):
         return "NCCL " + body
     if BARE_CHANNEL.match(body):
         return "NCCL INFO " + (body if body[:1] in "CR" else "Channel 00 : " + body)
+    if BARE_WARN.match(body):
+        return "NCCL WARN " + body
     return line

@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections import Counter
 
 from ncdoc.evidence import nccl_log_patterns as P
+from ncdoc.evidence.nccl_log_framework import framework_line
 from ncdoc.evidence.nccl_log_info import channel_tails, handle_info
 from ncdoc.evidence.nccl_log_merge import build_facts
 from ncdoc.evidence.nccl_log_model import LogFacts
@@ -260,6 +261,8 @@ class LogScanner:
         cls = P.classify_error(text)
         if cls and cls.kind != "warn":
             self.state.problem(cls, text.strip(), "framework", P.Prefix(), None, lineno, text)
+        if "atchdog" in text or "NCCL_" in text:
+            framework_line(self.state.framework, text, lineno)
         if "NCCL error" in text:
             self.follow, self.follow_last_error = P.FOLLOW_UP, False
 

@@ -14,6 +14,7 @@ from collections import Counter
 
 from ncdoc.evidence import nccl_log_patterns as P
 from ncdoc.evidence.citation import PER_KIND, Citation, CitationBook
+from ncdoc.evidence.nccl_log_framework import new_tally
 
 MAX_RANKS = 4096
 MAX_HOSTS = 4096
@@ -96,6 +97,7 @@ class ScanState:
         self.mtu: Counter[str] = Counter()
         self.cross_nic: set[int] = set()
         self.nvswitch: dict[str, None] = {}
+        self.framework = new_tally()                   # a framework's watchdog lines (nccl_log_framework)
 
     def rank_of(self, pre: P.Prefix) -> RankTally | None:
         """The tally of the process and GPU a line came from (None without a host, or past MAX_RANKS)."""

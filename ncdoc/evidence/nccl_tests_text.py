@@ -15,13 +15,13 @@ from ncdoc.evidence.citation import Citation, CitationBook
 from ncdoc.evidence.error_codes import NCCL_RESULT, NCCL_RESULT_BY_TEXT, cuda_error
 from ncdoc.evidence.nccl_tests_derive import collective_name, derive, nccl_version_from_code
 from ncdoc.evidence.nccl_tests_model import Device, Failure, GroupResult, NcclTestsFacts, Row
+from ncdoc.evidence.wrappers import strip_wrappers
 
 MAX_ROWS = 20000
 MAX_FAILURES = 32          # failure lines kept; every process prints its own, up its call stack
 
-# Launcher tags in front of every line: mpirun --tag-output, srun -l, torchrun, pdsh-like "host: ".
-_TAG = re.compile(r"^(?:\[\d+,\d+\]<(?:stdout|stderr|stddiag)>:|\s*\d+: |\[(?:default|rank)\d+\]:|"
-                  r"[\w.\-]+: (?=#|\s*\d))")
+# pdsh/clush put "host: " before every line (launcher, shipper and viewer prefixes: evidence/wrappers.py)
+_HOST_TAG = re.compile(r"[\w.\-]+: (?=#|\s*\d)")
 _VERSION = re.compile(r"nccl-tests version (\S+)(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?")
 _START = re.compile(r"Collective test (starting|concluded): (\S+)")
 _CONFIG = re.compile(r"nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)(?: step: (\d+)\((factor|bytes)\))?"
@@ -75,8 +75,10 @@ class TextParser:
             else:
                 self.f["nccl_lines"] += 1
             return
-        m = _TAG.match(raw)
-        text = raw[m.end():] if m else raw
+        text = strip_wrappers(raw)
+        m = _HOST_TAG.match(text)
+        if m:
+            text = text[m.end():]
         s = text.strip()
         if not s:
             return
@@ -262,7 +264,7 @@ def _group(toks: list[str], width: int) -> GroupResult | None:
 # (NCCL >= 2.13; '%s' before), TESTCHECK " .. %s pid %d: Test failure %s:%d". getHostName cuts the name at
 # its first dot, so a host holds no ':'; searched, not matched, so a launcher prefix in front does not matter.
 # nccl-tests before 2.x printed "NCCL failure common.cu:874 'unhandled system error'": no host, no "Test"
-_CHECK_FAIL = re.compile(r"(?:([^\s:]+): )?(?:Test )?(CUDA|NCCL) failure (\S+?\.cu):(\d+) '(.*?)'?\s*$")
+_CHECK_FAIL = re.compile(r"(?:([^\s:]+): )?(?:Test )?(CUDA|Cuda|NCCL) failure (\S+?\.cu):(\d+) '(.*?)'?\s*$")
 _TEST_FAIL = re.compile(r"\.\. (\S+) pid (\d+): Test failure (\S+?):(\d+)\s*$")
 
 
@@ -278,7 +280,7 @@ def parse_failure(text: str, line: int = 0) -> Failure | None:
     if m is None:
         return None
     host, lib, file, src, msg = m.group(1), m.group(2), m.group(3), int(m.group(4)), m.group(5)
-    if lib == "CUDA":
+    if lib != "NCCL":
         _, name, meaning = cuda_error(None, msg)
         return Failure("cuda", host, None, file, src, msg.strip(), "", name, meaning, line, text.strip())
     # ncclGetErrorString texts hold no " / ", so the first one separates the last error

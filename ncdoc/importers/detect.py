@@ -25,17 +25,38 @@ _TESTS_HEAD = re.compile(r"^#[ \t]+size[ \t]+count[ \t]+type|Avg bus bandwidth|C
 # the "#" is optional: pasted from a rendered issue, markdown turned these lines into headings
 _TESTS_PREAMBLE = re.compile(r"^#?[ \t]*nThread[ \t]+\d+[ \t]+nGpus|^#[ \t]*Using devices|"
                              r"^#?[ \t]*Rank[ \t]+\d+[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]", re.M)
-# NCCL's own lines, or a framework's report of an NCCL failure (PyTorch c10d, JAX/XLA: "ncclInternalError:
-# ..." then "Last error:") when NCCL_DEBUG was not set
-_NCCL_LOG = re.compile(r"NCCL (?:INFO|WARN|TRACE)\b|NCCL version \d|NCCL error|\bnccl(?:[A-Z]\w*Error|InvalidArgument|InvalidUsage): |Last error:",
-                       re.M)
+# NCCL's own lines (INFO/WARN/TRACE, and 2.31's diagnostics "NCCL DIAG"), or a framework's report of an NCCL
+# failure (PyTorch c10d, JAX/XLA: "ncclInternalError: ..." then "Last error:") when NCCL_DEBUG was not set
+_NCCL_LOG = re.compile(r"NCCL (?:INFO|WARN|TRACE|DIAG)\b|NCCL version \d|NCCL error|"
+                       r"\bnccl(?:[A-Z]\w*Error|InvalidArgument|InvalidUsage): |Last error:", re.M)
 # NCCL message bodies pasted without the "host:pid:tid [dev] NCCL" prefix (each led by a literal)
 # NCCL 2.3 and older: "host:pid:tid [dev] INFO ..." / "host:pid:tid [dev] file.cu:63 WARN ..." (no "NCCL")
 _OLD_NCCL = re.compile(r"^[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?:INFO|WARN) ", re.M)
 _BARE_NCCL = re.compile(r"^[ \t]*(?:INFO|WARN) (?:NET/|NCCL_|Bootstrap|Using network|GPU Direct RDMA|Channel |Ring |"
                         r"comm 0x|Call to |[\w./+-]{1,80}\.(?:cc|cu|c|h):\d+ )"
                         r"|^[ \t]*(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? "
-                        r"(?:\[(?:send|receive)\] )?via (?:NET|P2P|SHM|COLLNET)/", re.M)
+                        r"(?:\[(?:send|receive)\] )?via (?:NET|P2P|SHM|COLLNET)/"
+                        # a WARN body frameworks print on its own after "Last error:": the NVLS multicast bind (2.27+)
+                        r"|^[ \t]*Failed to bind NVLink SHARP \(NVLS\) Multicast memory", re.M)
+# ncclras (src/ras/client_support.cc): its section titles, table headers and error lines; RAS monitor events
+_RAS_REPORT = re.compile(r"^(?:Job summary|Communicators\.\.\..*|Errors|Warnings)[ \t]*\n=+[ \t]*$|"
+                         r"^[ \t]*Group[ \t]+Comms[ \t]+Nodes[ \t]+Ranks|^No communicator data collected!|"
+                         r"^NCCL version \S+ compiled with CUDA \d|^CUDA runtime version \d+, driver version \d+|"
+                         r"^[ \t]+Missing communicator data from \d|considered dead \(unreachable via the RAS network\)|"
+                         r"^#\d+-\d+ \([0-9a-f]{16}\) (?:INCOMPLETE|MISMATCH|ERROR)|"
+                         r"^\[[^\]]{4,40}\] PEER_(?:DEAD|NEW|CONNECTING): |^RAS Monitor Mode", re.M)
+# PyTorch ProcessGroupNCCL / c10d and the frameworks around it (DeepSpeed, Lightning, vLLM) reporting on
+# NCCL collectives: the watchdog, its work records, distributed errors
+_FRAMEWORK = re.compile(r"ProcessGroupNCCL|Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=|"
+                        r"torch\.distributed\.|DistBackendError|c10d::|NCCL communicator was aborted|"
+                        r"TORCH_NCCL_\w+|ncclCommInitRank failed", re.M)
+# What people paste about the host a job ran on: `ulimit -a`, nvidia-smi and NVML failures, the kernel
+# module's /proc/driver/nvidia/version, `nvcc --version`, the driver's API-mismatch message
+_HOST_OUTPUT = re.compile(r"^max locked memory[ \t]+\(kbytes, -l\)|^core file size[ \t]+\(blocks, -c\)|"
+                          r"Failed to initialize NVML: |^NVRM version: |NVML library version: |"
+                          r"^\|[ \t]*NVIDIA-SMI \d[\d.]*[ \t]+Driver Version: |NVIDIA-SMI has failed|"
+                          r"Driver/library version mismatch|^Cuda compilation tools, release \d|NVRM: API mismatch",
+                          re.M)
 _IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:", re.M)
 _IBSTAT = re.compile(r"^CA '[^']+'\s*$|^\s+CA type:", re.M)
 _SHOW_GIDS = re.compile(r"^[ \t]*DEV[ \t]+PORT[ \t]+INDEX[ \t]+GID\b", re.M)
@@ -95,9 +116,11 @@ def embedded_node_kinds(text: str) -> tuple[str, ...]:
 
 
 class Sample:
-    """What detection looks at: the text without a byte-order mark and, when it is JSON, the value."""
+    """What detection looks at: the text without a byte-order mark, the same lines without the launcher and
+    log-shipper prefixes in front of them (`clean`, made when a sign first asks), and, when it is JSON,
+    the value."""
 
-    __slots__ = ("text", "stripped", "data", "json_error")
+    __slots__ = ("text", "stripped", "data", "json_error", "_clean")
     NOT_JSON = object()
 
     def __init__(self, text: str):
@@ -106,12 +129,14 @@ class Sample:
         self.stripped = self.text.lstrip()
         self.data = Sample.NOT_JSON
         self.json_error: str | None = None       # why text that looks like JSON is not
+        self._clean: str | None = None
         if self.stripped[:1] in ("{", "["):
             try:
                 self.data = json.loads(self.stripped)
             except ValueError as exc:
                 where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
-                self.json_error = f"looks like JSON but is not valid JSON ({getattr(exc, 'msg', exc)}{where})"
+                if _LOOKS_JSON.match(self.stripped):
+                    self.json_error = f"looks like JSON but is not valid JSON ({getattr(exc, 'msg', exc)}{where})"
             except RecursionError:
                 self.json_error = "looks like JSON but nests too deeply to read"
 
@@ -119,55 +144,102 @@ class Sample:
     def is_json(self) -> bool:
         return self.data is not Sample.NOT_JSON
 
+    @property
+    def clean(self) -> str:
+        """The text, each line without what launchers and log shippers put in front of it."""
+        if self._clean is None:
+            from ncdoc.evidence.wrappers import unwrapped_text
+            self._clean = unwrapped_text(self.text)
+        return self._clean
+
+
+# Text that is meant as JSON: an object, or an array of values; "[1,0]<stdout>:" and "[rank0]:" are
+# launcher tags, not a broken array.
+_LOOKS_JSON = re.compile(r'\{\s*(?:"|\}|$)|\[\s*(?:[\[{"\]]|-?\d+(?:\.\d+)?\s*(?:,\s*-?\d+\s*)*\]\s*(?:,|$))')
+
+_CAP = 1000          # sign lines counted per kind: enough to weigh one kind against another
+
+
+def _count(rx: re.Pattern, text: str) -> int:
+    n = 0
+    for _ in rx.finditer(text):
+        n += 1
+        if n >= _CAP:
+            break
+    return n
+
 
 # ---------------------------------------------------------------- the signs, one per kind
+# Each returns how many lines (or structures) of the sample bear it: 0, not this kind.
 
-def is_snapshot_json(s: Sample) -> bool:
+def is_snapshot_json(s: Sample) -> int:
     d = s.data
-    return s.is_json and isinstance(d, dict) and "schema_version" in d and bool(
-        {"host", "gpus", "hcas", "pci", "origin"} & set(d))
+    return int(s.is_json and isinstance(d, dict) and "schema_version" in d and bool(
+        {"host", "gpus", "hcas", "pci", "origin"} & set(d)))
 
 
-def is_nccl_topo_xml(s: Sample) -> bool:
-    return s.stripped.startswith("<") and _xml_root(s.stripped) == "system"
+def is_nccl_topo_xml(s: Sample) -> int:
+    return int(s.stripped.startswith("<") and _xml_root(s.stripped) == "system")
 
 
-def is_hwloc_xml(s: Sample) -> bool:
-    return s.stripped.startswith("<") and _xml_root(s.stripped) == "topology"
+def is_hwloc_xml(s: Sample) -> int:
+    return int(s.stripped.startswith("<") and _xml_root(s.stripped) == "topology")
 
 
-def _tests_table(s: Sample) -> bool:
-    return bool(_TESTS_ROW.search(s.text) or _TESTS_HEAD.search(s.text))
+def _tests_table(s: Sample) -> int:
+    return _count(_TESTS_ROW, s.clean) + _count(_TESTS_HEAD, s.clean)
 
 
-def is_nccl_log(s: Sample) -> bool:
+def is_ras_report(s: Sample) -> int:
+    """ncclras output: its text report (sections, communicator table, errors), or its -f json report."""
+    if s.is_json:
+        d = s.data
+        return int(isinstance(d, dict) and isinstance(d.get("communicators"), list)
+                   and bool({"nccl_version", "ras", "communicators_count"} & set(d)))
+    return _count(_RAS_REPORT, s.clean)
+
+
+def nccl_log_lines(s: Sample) -> int:
+    return _count(_NCCL_LOG, s.clean) + _count(_BARE_NCCL, s.clean) + _count(_OLD_NCCL, s.clean)
+
+
+def is_nccl_log(s: Sample) -> int:
     """NCCL's own lines, unless the text has an nccl-tests table (whose runs print NCCL lines too)."""
-    return bool(_NCCL_LOG.search(s.text) or _BARE_NCCL.search(s.text) or _OLD_NCCL.search(s.text)) \
-        and not _tests_table(s)
+    return 0 if _tests_table(s) else nccl_log_lines(s)
 
 
-def is_nccl_tests(s: Sample) -> bool:
+def is_nccl_tests(s: Sample) -> int:
     """nccl-tests output: a results table or its summary lines, its preamble; or its -J JSON."""
     if s.is_json:
         d = s.data       # JSON_FILE_VERSION 3: results + config
-        return isinstance(d, dict) and isinstance(d.get("results"), list) and "schema_version" not in d \
-            and ("config" in d or "nccl_version" in d or "average_bus_bandwidth" in d)
-    return _tests_table(s) or bool(_TESTS_PREAMBLE.search(s.text))
+        return int(isinstance(d, dict) and isinstance(d.get("results"), list) and "schema_version" not in d
+                   and ("config" in d or "nccl_version" in d or "average_bus_bandwidth" in d))
+    return _tests_table(s) + _count(_TESTS_PREAMBLE, s.clean)
 
 
-def is_topo_matrix(s: Sample) -> bool:
-    return bool(_TOPO_ROW.search(s.text) or _TOPO_HEADER.search(s.text))
+def is_framework_log(s: Sample) -> int:
+    """A framework's lines about NCCL collectives (PyTorch's ProcessGroupNCCL watchdog, c10d errors)."""
+    return _count(_FRAMEWORK, s.clean)
 
 
-def is_rdma_listing(s: Sample) -> bool:
-    return bool(ibv_tools_present(s.text))
+def is_topo_matrix(s: Sample) -> int:
+    return _count(_TOPO_ROW, s.clean) + _count(_TOPO_HEADER, s.clean)
 
 
-def is_env(s: Sample) -> bool:
+def is_rdma_listing(s: Sample) -> int:
+    return len(ibv_tools_present(s.clean))
+
+
+def is_host_output(s: Sample) -> int:
+    """Output of the commands people run on the job's host: ulimit -a, nvidia-smi, the driver's version."""
+    return _count(_HOST_OUTPUT, s.clean)
+
+
+def is_env(s: Sample) -> int:
     """Env or launch material: NCCL_ assignments, launcher options; or a JSON mapping naming NCCL_ variables."""
     if s.is_json:
-        return _mentions_nccl_var(s.data)
-    return bool(_ENV.search(s.text))
+        return int(_mentions_nccl_var(s.data))
+    return _count(_ENV, s.text)
 
 
 def _mentions_nccl_var(data, depth: int = 0) -> bool:

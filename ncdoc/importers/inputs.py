@@ -107,6 +107,15 @@ class Reading:
     logs: tuple[Any, ...] = ()         # ncdoc.evidence LogFacts
     tests: tuple[Any, ...] = ()        # ncdoc.evidence NcclTestsFacts
     launch: tuple[Any, ...] = ()       # ncdoc.evidence LaunchEnv
+    ras: tuple[Any, ...] = ()          # ncdoc.evidence.ras_model RasReport (ncclras output, RAS log lines)
+    diag: tuple[Any, ...] = ()         # ncdoc.evidence.nccl_diag DiagReport (NCCL DIAG lines)
+    host: tuple[Any, ...] = ()         # ncdoc.evidence.host_output HostOutput (ulimit -a, nvidia-smi, ...)
+    detected: str = ""                 # why the input was taken for its kind (ncdoc.importers.kinds.Detection)
+
+    @property
+    def run_evidence(self) -> bool:
+        """Whether any run parser found something in it."""
+        return bool(self.logs or self.tests or self.ras or self.diag or self.host)
 
 
 def named(exc: InputError, path: str) -> InputError:

@@ -33,6 +33,8 @@ class InputKind:
     detect: Callable[[detect.Sample], bool]    # its sign
     read: Callable[[Source], Reading]
     json: str = ""                             # what it is as JSON ("" when it is never JSON)
+    signs: str = "line"                        # what its sign counts, for the reason detection gives
+    weighed: bool = True                       # False: told by its structure alone (JSON schema, XML root)
 
 
 def _node(kind: str, parse) -> Callable[[Source], Reading]:
@@ -42,21 +44,33 @@ def _node(kind: str, parse) -> Callable[[Source], Reading]:
     return read
 
 
+def _run(kind: str) -> Callable[[Source], Reading]:
+    return lambda source: run_files.read_run(kind, source)
+
+
 KINDS: tuple[InputKind, ...] = (
     InputKind("snapshot_json", NODE, "an ncdoc snapshot", detect.is_snapshot_json,
-              _node("snapshot_json", nodes.snapshot_json), json="an ncdoc snapshot"),
+              _node("snapshot_json", nodes.snapshot_json), json="an ncdoc snapshot", weighed=False),
     InputKind("nccl_topo_xml", NODE, "an NCCL topology XML", detect.is_nccl_topo_xml,
-              _node("nccl_topo_xml", nodes.nccl_topo_xml)),
-    InputKind("hwloc_xml", NODE, "an hwloc topology XML", detect.is_hwloc_xml, _node("hwloc_xml", nodes.hwloc_xml)),
-    InputKind("nccl_log", RUN, "an NCCL log", detect.is_nccl_log, lambda source: run_files.read_run("nccl_log", source)),
+              _node("nccl_topo_xml", nodes.nccl_topo_xml), weighed=False),
+    InputKind("hwloc_xml", NODE, "an hwloc topology XML", detect.is_hwloc_xml, _node("hwloc_xml", nodes.hwloc_xml),
+              weighed=False),
+    # before the NCCL log: the report starts with NCCL's version line, and a job's log may hold one
+    InputKind("ras_report", RUN, "an ncclras report", detect.is_ras_report, run_files.read_ras,
+              json="an ncclras -f json report", signs="report line"),
     InputKind("nccl_tests", RUN, "nccl-tests output", detect.is_nccl_tests, run_files.read_nccl_tests,
-              json="nccl-tests -J output"),
+              json="nccl-tests -J output", signs="table or preamble line"),
+    InputKind("nccl_log", RUN, "an NCCL log", detect.is_nccl_log, _run("nccl_log"), signs="NCCL line"),
+    InputKind("framework_log", RUN, "a framework log (PyTorch ProcessGroupNCCL, c10d)", detect.is_framework_log,
+              _run("framework_log"), signs="framework line"),
     InputKind("topo_matrix", NODE, "`nvidia-smi topo -m` output", detect.is_topo_matrix,
-              _node("topo_matrix", nodes.topo_matrix)),
+              _node("topo_matrix", nodes.topo_matrix), signs="matrix line"),
     InputKind("ibv_devinfo", NODE, "ibv_devinfo/ibstat/ibstatus/show_gids output", detect.is_rdma_listing,
-              _node("ibv_devinfo", nodes.rdma_listing)),
+              _node("ibv_devinfo", nodes.rdma_listing), signs="tool"),
+    InputKind("host_output", RUN, "host command output (ulimit -a, nvidia-smi, the driver version)",
+              detect.is_host_output, _run("host_output"), signs="host line"),
     InputKind("env", ENV, "an env file or launch script", detect.is_env, run_files.read_env,
-              json="an env mapping with NCCL_ variables"),
+              json="an env mapping with NCCL_ variables", signs="setting"),
 )
 
 BY_NAME = {k.name: k for k in KINDS}
@@ -79,16 +93,55 @@ def kind_named(name: str) -> InputKind:
         raise ValueError(f"no input kind {name!r} (kinds: {', '.join(BY_NAME)})") from None
 
 
-def detect_sample(sample: detect.Sample) -> InputKind:
-    """The first kind in the table whose sign `sample` bears; InputError when none does."""
+@dataclass(frozen=True)
+class Detection:
+    """The kind an input was taken for, how many of its lines bear that kind's sign, and why."""
+    kind: InputKind
+    lines: int
+    others: tuple[tuple[str, int], ...] = ()     # other kinds whose signs it bears: (name, lines)
+
+    @property
+    def why(self) -> str:
+        k = self.kind
+        said = (f"{self.lines} {k.signs}{'s' if self.lines != 1 else ''} of {k.what}" if k.weighed
+                else f"its structure is {k.what}")
+        if self.others:
+            said += "; also " + ", ".join(f"{BY_NAME[n].what} ({c} {BY_NAME[n].signs}{'s' if c != 1 else ''})"
+                                          for n, c in self.others)
+        return said
+
+
+# A kind whose sign only a line or two bear gives way to a later kind with this many times more.
+OUTWEIGH = 10
+_FEW = 2
+
+
+def detection(sample: detect.Sample) -> Detection:
+    """The kind `sample` is: the first in the table whose sign it bears, unless that sign rests on a stray line
+    or two and a later kind's sign on many more lines (a launch line above a log, a shell prompt naming a tool);
+    InputError when it bears none."""
+    counts = []
     for kind in KINDS:
         if sample.is_json and not kind.json:
             continue
-        if kind.detect(sample):
-            return kind
-    if sample.is_json:
-        raise InputError(UNKNOWN_JSON)
-    raise InputError(sample.json_error or UNKNOWN_KIND)
+        n = int(kind.detect(sample))
+        if n:
+            counts.append((kind, n))
+    if not counts:
+        if sample.is_json:
+            raise InputError(UNKNOWN_JSON)
+        raise InputError(sample.json_error or UNKNOWN_KIND)
+    chosen, n = counts[0]
+    if chosen.weighed and n <= _FEW:
+        heavier = [(k, c) for k, c in counts[1:] if k.weighed and c >= OUTWEIGH * n]
+        if heavier:
+            chosen, n = max(heavier, key=lambda kc: kc[1])
+    return Detection(chosen, n, tuple((k.name, c) for k, c in counts if k is not chosen))
+
+
+def detect_sample(sample: detect.Sample) -> InputKind:
+    """The kind `sample` is (see detection); InputError when it bears no kind's sign."""
+    return detection(sample).kind
 
 
 def detect_kind(text: str) -> str:
@@ -100,6 +153,14 @@ def detect_source(source: Source) -> InputKind:
     """The kind of an input (told from its head); InputError naming it when it has none."""
     try:
         return detect_sample(source.sample)
+    except InputError as exc:
+        raise named(exc, source.path) from None
+
+
+def detect_source_why(source: Source) -> Detection:
+    """detect_source, with how many lines bear the kind's sign and which other kinds' signs it bears."""
+    try:
+        return detection(source.sample)
     except InputError as exc:
         raise named(exc, source.path) from None
 
@@ -119,5 +180,5 @@ def read_input(path: str) -> tuple[InputKind, Reading, Source]:
     return kind, read_source(kind, source), source
 
 
-__all__ = ["NODE", "RUN", "ENV", "InputKind", "KINDS", "BY_NAME", "NODE_KINDS", "RUN_KINDS", "UNKNOWN_KIND",
+__all__ = ["NODE", "RUN", "ENV", "InputKind", "Detection", "detection", "detect_source_why", "KINDS", "BY_NAME", "NODE_KINDS", "RUN_KINDS", "UNKNOWN_KIND",
            "UNKNOWN_JSON", "kind_named", "detect_sample", "detect_kind", "detect_source", "read_source", "read_input"]

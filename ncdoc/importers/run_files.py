@@ -42,22 +42,68 @@ def _parse_run_text(lines: Sequence[str], path: str) -> tuple[Any | None, Any | 
     return (log if _has_log(log) else None), (tests if _has_tests(tests) else None)
 
 
-def _stream_run_file(path: str) -> tuple[Any | None, Any | None]:
+# Block markers of the reports read beside the log and nccl-tests parsers: a block without one is not
+# handed to them, so a large log costs them one bytes.find per block.
+_REPORT_MARKERS = {"diag": (b"NCCL DIAG",),
+                   "ras": (b"RAS ", b"Communicators...", b"Job summary", b"considered dead", b"PEER_DEAD",
+                           b"Missing communicator data", b"operation counts", b"have different status"),
+                   "host": (b"locked memory", b"NVML", b"NVRM", b"NVIDIA-SMI", b"Cuda compilation tools",
+                            b"Cannot allocate memory")}
+
+
+def _reports(numbered_by_kind: dict[str, list], path: str) -> dict[str, tuple]:
+    """The RAS report, NCCL DIAG lines and host output among the lines given for each, when there is any."""
+    from ncdoc.evidence.host_output import parse_host_numbered
+    from ncdoc.evidence.nccl_diag import parse_diag_numbered
+    from ncdoc.evidence.ras_report import parse_ras_numbered
+    parse = {"ras": parse_ras_numbered, "diag": parse_diag_numbered, "host": parse_host_numbered}
+    out: dict[str, tuple] = {}
+    for kind, numbered in numbered_by_kind.items():
+        if numbered:
+            got = parse[kind](numbered, path)
+            if not got.empty:
+                out[kind] = (got,)
+    return out
+
+
+def _report_lines(text: str, lines: Sequence[str]) -> dict[str, list]:
+    """Each report parser's input from a held text: all its lines, for the kinds the text has a marker of."""
+    numbered = None
+    out: dict[str, list] = {}
+    for kind, markers in _REPORT_MARKERS.items():
+        if any(m.decode() in text for m in markers):
+            if numbered is None:
+                numbered = list(enumerate(lines, 1))
+            out[kind] = numbered
+    return out
+
+
+def _stream_run_file(path: str) -> tuple[Any | None, Any | None, dict[str, tuple]]:
     """The same for a file too large to hold, read once: each block goes to the log scanner, and its
-    lines on to the nccl-tests parser."""
+    lines on to the nccl-tests parser (and to the report parsers, for blocks with their markers)."""
     from ncdoc.evidence.nccl_log_scan import LogScanner
     from ncdoc.evidence.nccl_tests import parse_nccl_tests
     from ncdoc.evidence.textfile import iter_file_blocks
     scanner = LogScanner()
+    kept: dict[str, list] = {k: [] for k in _REPORT_MARKERS}
+    base = [0]
 
     def lines():
         for block in iter_file_blocks(path):
             scanner.feed(block)
-            yield from block.decode("utf-8", "replace").splitlines()
+            text = block.decode("utf-8", "replace").splitlines()
+            for kind, markers in _REPORT_MARKERS.items():
+                if len(kept[kind]) < _MAX_STREAMED_REPORT_LINES and any(m in block for m in markers):
+                    kept[kind].extend(enumerate(text, base[0] + 1))
+            base[0] += len(text)
+            yield from text
 
     tests = parse_nccl_tests(lines(), source=path)
     log = scanner.result(path)
-    return (log if _has_log(log) else None), (tests if _has_tests(tests) else None)
+    return (log if _has_log(log) else None), (tests if _has_tests(tests) else None), _reports(kept, path)
+
+
+_MAX_STREAMED_REPORT_LINES = 1 << 20     # lines of a large file kept for the report parsers
 
 
 def _launch_of_run(lines: Sequence[str], path: str) -> tuple[Any, ...]:
@@ -88,21 +134,36 @@ def read_run(kind: str, source: Source) -> Reading:
     """An NCCL log or nccl-tests text (either parser finds what it can in either), with what is pasted in."""
     path = source.path
     if source.streamed:
-        log, table = _stream_run_file(path)
+        log, table, reports = _stream_run_file(path)
         launch = _launch_of_run(source.lines, path)           # the launch line sits at the top
         read_as = tuple(k for k, v in (("nccl_log", log), ("nccl_tests", table)) if v is not None)
+        read_as += tuple(_REPORT_NAMES[k] for k in reports)
         return Reading(kind, read_as + (("env",) if launch else ()), ("large file: read as a stream",),
                        logs=tuple(x for x in (log,) if x is not None),
-                       tests=tuple(x for x in (table,) if x is not None), launch=launch)
+                       tests=tuple(x for x in (table,) if x is not None), launch=launch, **reports)
     log, table = _parse_run_text(source.lines, path)
+    reports = _reports(_report_lines(source.text, source.lines), path)
     launch = _launch_of_run(source.lines, path)
     nodes = _embedded_nodes(source)
     read_as = tuple(k for k, v in (("nccl_log", log), ("nccl_tests", table)) if v is not None)
+    read_as += tuple(_REPORT_NAMES[k] for k in reports)
     read_as += ("env",) if launch else ()
     read_as += tuple(imp.tool or imp.kind for imp in nodes)
     notes = () if read_as else (f"nothing NCCL could be read from this {kind.replace('_', ' ')}",)
     return Reading(kind, read_as, notes, nodes=nodes, logs=tuple(x for x in (log,) if x is not None),
-                   tests=tuple(x for x in (table,) if x is not None), launch=launch)
+                   tests=tuple(x for x in (table,) if x is not None), launch=launch, **reports)
+
+
+_REPORT_NAMES = {"ras": "ras_report", "diag": "nccl_diag", "host": "host_output"}
+
+
+def read_ras(source: Source) -> Reading:
+    """An ncclras report: its -f json form, else its text (read with the other run parsers: a job's output
+    often holds the report beside the framework's or NCCL's lines)."""
+    if source.sample.is_json:
+        from ncdoc.evidence.ras_report import parse_ras_json
+        return Reading("ras_report", ("ras_json",), ras=(parse_ras_json(source.sample.data, source.path),))
+    return read_run("ras_report", source)
 
 
 def read_nccl_tests(source: Source) -> Reading:
@@ -120,4 +181,4 @@ def read_env(source: Source) -> Reading:
     return Reading("env", ("env",), launch=(parse_launch_env(source.whole_text(), source.path),))
 
 
-__all__ = ["read_run", "read_nccl_tests", "read_env"]
+__all__ = ["read_run", "read_ras", "read_nccl_tests", "read_env"]

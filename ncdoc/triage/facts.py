@@ -146,7 +146,10 @@ def build_facts(ctx: Context, ev: Any, exp: Expectation) -> dict[str, Any]:
     facts["sources"] = ([{"path": getattr(x, "source", ""), "kind": "nccl_log", "facts": _source_facts(x)}
                          for x in logs]
                         + [{"path": getattr(x, "source", ""), "kind": "nccl_tests",
-                            "facts": {**_source_facts(x), "curve": _curve(x)}} for x in tests])
+                            "facts": {**_source_facts(x), "curve": _curve(x)}} for x in tests]
+                        + [{"path": getattr(x, "source", ""), "kind": kind, "facts": _source_facts(x)}
+                           for kind, group in (("ras_report", ev.ras), ("nccl_diag", ev.diag), ("host_output", ev.host))
+                           for x in group])
     return facts
 
 

@@ -30,9 +30,11 @@ class TriageInput:
     kind: str                       # what detect_kind said
     read_as: tuple[str, ...] = ()   # the parsers that found something in it ("nccl_log", "nccl_tests", ...)
     notes: tuple[str, ...] = ()
+    detected: str = ""              # why it was taken for its kind: how many lines bear the sign, what else
 
     def to_dict(self) -> dict[str, Any]:
-        return {"path": self.path, "kind": self.kind, "read_as": list(self.read_as), "notes": list(self.notes)}
+        return {"path": self.path, "kind": self.kind, "read_as": list(self.read_as), "notes": list(self.notes),
+                "detected": self.detected}
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class Gathered:
     logs: tuple[Any, ...] = ()
     tests: tuple[Any, ...] = ()
     launch: tuple[Any, ...] = ()
+    ras: tuple[Any, ...] = ()       # RAS reports (ncclras output, RAS lines of logs)
+    diag: tuple[Any, ...] = ()      # NCCL DIAG reports
+    host: tuple[Any, ...] = ()      # host command output (ulimit -a, nvidia-smi, driver versions)
     snapshot: Snapshot | None = None
     env: NcclEnv = field(default_factory=lambda: NcclEnv(Status.ok("triage")))
     node: tuple[NodeEvidence, ...] = ()
@@ -101,7 +106,7 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
     the one input is of no known kind or none is usable, or when a known kind fails to parse."""
     from ncdoc.importers import merge
     from ncdoc.importers.inputs import named, open_source
-    from ncdoc.importers.kinds import detect_sample, read_source
+    from ncdoc.importers.kinds import detection, read_source
     from ncdoc.usecases.node_context import load_node
 
     if not paths and not snapshot and not example:
@@ -121,7 +126,7 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
     for path in map(str, paths):
         source = open_source(path)                 # unusable (missing, empty, binary): exit 2, even among others
         try:
-            kind = detect_sample(source.sample)
+            found = detection(source.sample)
         except InputError as exc:
             if alone:
                 raise named(exc, path) from None
@@ -129,10 +134,10 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
             unknown.append(named(exc, path))
             inputs.append(TriageInput(path, "unknown", (), (f"skipped: {exc.message}",)))
             continue
-        reading = read_source(kind, source)
+        reading = read_source(found.kind, source)
         if not source.streamed:
             texts[path] = source.lines
-        inputs.append(TriageInput(path, reading.kind, reading.read_as, reading.notes))
+        inputs.append(TriageInput(path, reading.kind, reading.read_as, reading.notes, found.why))
         read.append((path, reading, source.lines))
     if unknown and all(i.kind == "unknown" for i in inputs):
         raise unknown[0]                # nothing usable at all: exit 2 as for a single unknown file
@@ -146,13 +151,16 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
     logs = tuple(x for _, r, _ in read for x in r.logs)
     tests = tuple(x for _, r, _ in read for x in r.tests)
     launch = tuple(x for _, r, _ in read for x in r.launch)
+    ras = tuple(x for _, r, _ in read for x in r.ras)
+    diag = tuple(x for _, r, _ in read for x in r.diag)
+    host = tuple(x for _, r, _ in read for x in r.host)
     snap = None
     for s in snaps:
         snap = s if snap is None else merge(snap, s)
     nenv = build_env(snap, logs, launch, env, tests)
     if snap is not None:
         snap = snap.replace(env=nenv)
-    return Gathered(tuple(inputs), logs, tests, launch, snap, nenv, tuple(node_ev), texts)
+    return Gathered(tuple(inputs), logs, tests, launch, ras, diag, host, snap, nenv, tuple(node_ev), texts)
 
 
 def _log_env(log: Any) -> list[EnvValue]:
@@ -204,7 +212,8 @@ def build_context(ev: Gathered, *, nic_gbps: float | None = None, nics: int | No
     if nodes is not None and nodes <= 0:
         raise UsageError("--nodes must be a positive number")
     evidence = {"nccl_log": list(ev.logs), "nccl_tests": list(ev.tests), "launch": list(ev.launch),
-                "node_evidence": list(ev.node)}
+                "node_evidence": list(ev.node), "ras": list(ev.ras), "diag": list(ev.diag),
+                "host_output": list(ev.host)}
     options = {k: v for k, v in (("nic_gbps", nic_gbps), ("nics", nics), ("nodes", nodes)) if v is not None}
     return Context(snapshot=ev.snapshot, env=ev.env, evidence=evidence, options=options)
 

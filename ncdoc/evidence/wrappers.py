@@ -1,0 +1,64 @@
+"""What launchers and log shippers put in front of a program's lines, and how to see past it.
+
+A line of NCCL, nccl-tests or framework output reaches a user through layers that each prefix
+it: the launcher (mpirun --tag-output `[1,0]<stdout>:`, Intel MPI / MPICH -prepend-rank `[0] `,
+srun --label ` 0: `, torchrun `[rank0]:` / `[default0]:`, Ray `(RayWorkerWrapper pid=4009) `,
+a test runner's `12: `), the log shipper (CloudWatch `  | 2024-11-28T07:42:11.527Z | `, journald
+`Nov 09 15:39:31 host unit[42]: `, Kubernetes `kubectl logs --prefix --timestamps`
+`[pod/name/container] 2024-01-01T00:00:00.000000000Z `, a CI's `[task <ISO time>] [step] `), the
+viewer (line numbers `[80746] `, ANSI colour codes or their remnants `[36m`), NCCL's own
+NCCL_DEBUG_TIMESTAMP_FORMAT `[2025-11-09 07:39:30] `. They stack.
+
+`strip_wrappers(line)` removes every such layer from the start of a line, so the signs of an
+input kind and the line parsers see what the program printed. One anchored pattern of
+alternatives each starting with a literal or a bounded class, tried once per line: linear time.
+It never removes what a program prints itself at the start of its lines: NCCL's `host:pid:tid`
+(no space after the colon), nccl-tests' `#` comments and result rows (digits then spaces, not
+digits then a colon), a failure line's `host: Test ...`.
+"""
+
+from __future__ import annotations
+
+import re
+
+_TS_DATE = r"\d{4}-\d\d-\d\d"
+_TS_TIME = r"\d\d:\d\d:\d\d(?:[.,]\d{1,9})?"
+_TS_ZONE = r"(?:Z|\s?[+-]\d\d:?\d\d)?"
+_ISO = rf"{_TS_DATE}[T ]{_TS_TIME}{_TS_ZONE}"
+
+_LAYERS = (
+    r"[ \t]+",
+    r"\x1b?\[[0-9;]{1,12}m",                                   # ANSI colour, or what is left of it
+    r"\[\d{1,6},\d{1,6}\]<\w{1,10}>:",                         # mpirun --tag-output
+    rf"\[(?:[A-Za-z]{{1,16}} )?{_ISO}\]:?",                    # [2025-11-09 07:39:30], [task 2025-...Z]
+    r"\[[^\]\s]{1,80}\](?:<\w{1,10}>)?:?(?=[ \t\[(|]|$|[^\s:]+:\d)",  # [rank0]: [0] [pod/a/b] [train] [80746]
+    rf"{_ISO}(?=[ \t|])",                                      # ISO timestamps (CloudWatch, kubectl, collectors)
+    r"\|(?=[ \t])",                                            # CloudWatch's column bars
+    r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]{1,64} [\w./@\-]{1,64}(?:\[\d{1,10}\])?: ",  # journald
+    r"\((?:[\w.\-]{1,64} )?pid=\d{1,10}(?:, ip=[\d.:a-fA-F]{1,40})?\)",   # Ray workers
+    r"\(raylet(?:, ip=[\d.:a-fA-F]{1,40})?\)",
+    r"\d{1,6}: ",                                              # srun --label, test runners
+)
+_WRAPPER = re.compile("(?:" + "|".join(_LAYERS) + ")+")
+
+
+def wrapper_end(line: str) -> int:
+    """Where the program's own text starts in `line` (0 when nothing wraps it)."""
+    m = _WRAPPER.match(line)
+    return m.end() if m else 0
+
+
+def strip_wrappers(line: str) -> str:
+    """`line` without the launcher, shipper and viewer prefixes in front of it."""
+    if not line or line[0] == "#":
+        return line
+    m = _WRAPPER.match(line)
+    return line[m.end():] if m else line
+
+
+def unwrapped_text(text: str) -> str:
+    """Every line of `text` without its wrappers (for the signs of the input kinds)."""
+    return "\n".join(strip_wrappers(x) for x in text.splitlines())
+
+
+__all__ = ["strip_wrappers", "unwrapped_text", "wrapper_end"]
