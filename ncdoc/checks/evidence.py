@@ -116,7 +116,10 @@ def ev_net_plugin_missing(ctx: Context):
             # means the job's NCCL_NET (not always printed) left NCCL nothing else
             socket_tried = "Socket" in plugin.initialized or any(i.role == "net" for i in log.socket_ifaces)
             only_ib = not net and log.ib_no_device and not socket_tried
-            if net:
+            if net and net.lower() == "ib" and log.ib_no_device:
+                why = (f": NCCL_NET={net} limits NCCL to its IB transport, which found no device, so NCCL never tried "
+                       "its Socket transport")
+            elif net:
                 why = f": NCCL_NET={net} names a network no loaded plugin provides"
             elif only_ib:
                 why = (": IB found no device and NCCL never tried its Socket transport, so something limits it "

@@ -151,7 +151,7 @@ _ARCH_CODES = (500, 209, 98, 200)
 def nccl_missing_gpu_arch(ctx: Context):
     """A CUDA error that says the binary has no kernel for this GPU ('named symbol not found' when NCCL looks up
     its kernels, 'no kernel image is available', 'invalid device function')."""
-    errors = [e for e in cuda_errors(ctx) if e.code in _ARCH_CODES and (e.code != 500 or e.origin == "log")]
+    errors = [e for e in cuda_errors(ctx) if e.code in _ARCH_CODES]
     if not errors:
         return
     e = errors[0]

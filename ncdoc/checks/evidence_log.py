@@ -338,6 +338,34 @@ _GRAPH_SOURCES = ("graph/search.cc", "graph/xml.cc")
 _TOPO_KINDS = ("topo_xml_error", "no_local_path_gpu_net")
 
 
+# WARNs only a topology file NCCL read can cause: it parses XML only from files, and it writes the CPU
+# node's attributes itself when it detects the machine (a missing node attribute of a NIC may be its own)
+_FILE_ONLY = ("XML Parse", "XML Topology has wrong version", "Could not open XML topology file", "XML Mismatch",
+              "Attribute arch of node cpu", "Attribute vendor of node cpu", "Attribute familyid of node cpu",
+              "Attribute modelid of node cpu", "Attribute affinity of node cpu", "Attribute numaid of node cpu")
+
+
+def _unnamed_topology_file(ctx: Context, log, probs) -> Hit:
+    """An XML error with no NCCL_TOPO_FILE / NCCL_GRAPH_FILE in the evidence: NCCL read a file it found itself or
+    one a net plugin named for it."""
+    aws = bool((log.cloud or {}).get("aws")) or bool(log.plugin.ofi_version or log.problems_of("ofi_error"))
+    where = ("aws-ofi-nccl's static topology for the instance type (plugins before 1.11 set NCCL_TOPO_FILE "
+             "themselves, to a file that breaks when the job uses a subset of the GPUs or another instance type)"
+             if aws else
+             "a net plugin's static topology (aws-ofi-nccl before 1.11 sets NCCL_TOPO_FILE itself), "
+             "/var/run/nvidia-topologyd/virtualTopology.xml, which NCCL reads by default (Azure and other VM "
+             "images), or an NCCL_TOPO_FILE from /etc/nccl.conf or ~/.nccl.conf")
+    return Hit(f"NCCL could not use the topology XML it read (\"{probs[0].message}\"): no NCCL_TOPO_FILE is in the "
+               f"evidence, so it came from {where}; such a file describes one machine type and fails on others",
+               cite_problems(log, probs, 3),
+               fix=("Upgrade aws-ofi-nccl (1.11 and later generate the topology instead of shipping a static file), or "
+                    "point NCCL_TOPO_FILE at a file made for this machine. " if aws else
+                    "Find the file NCCL read (NCCL_DEBUG_SUBSYS=INIT,GRAPH prints it; check the plugin's version, "
+                    "/var/run/nvidia-topologyd/ and nccl.conf files) and remove or replace it. ")
+                   + "NCCL_TOPO_DUMP_FILE=/tmp/topo.xml writes what NCCL detects on this machine.",
+               subject="topology-file")
+
+
 @check("topology_file_mismatch")
 def topology_file_mismatch(ctx: Context):
     """NCCL_GRAPH_FILE / NCCL_TOPO_FILE describe another machine: NCCL cannot import or match them."""
@@ -350,6 +378,9 @@ def topology_file_mismatch(ctx: Context):
         order = ("NCCL_TOPO_FILE", "NCCL_GRAPH_FILE") if which == "topology" else ("NCCL_GRAPH_FILE", "NCCL_TOPO_FILE")
         files = [(n, env_value(ctx, n)) for n in order if env_value(ctx, n)]
         if not files:
+            xml = [p for p in probs if p.kind == "topo_xml_error" and p.message.startswith(_FILE_ONLY)]
+            if xml:
+                yield _unnamed_topology_file(ctx, log, xml)
             continue
         names = [n for n, _ in files]
         yield Hit(f"NCCL could not use {' and '.join(f'{n}={v}' for n, v in files)} (\"{probs[0].message}\"): such "

@@ -186,6 +186,10 @@ def mixed_link_layers(ctx: Context):
                   (Evidence(desc, "hcas"),), subject="NCCL_IB_HCA")
 
 
+# the Ethernet MTU a RoCE active MTU corresponds to (the largest IB MTU that fits it with RoCE's headers)
+_ETH_MTU_FOR = {1024: "a 1500-byte", 2048: "a 2200-4100-byte", 512: "a 600-1100-byte"}
+
+
 @check("roce_mtu_mismatch")
 def roce_mtu_mismatch(ctx: Context):
     snap = ctx.snapshot
@@ -209,11 +213,15 @@ def roce_mtu_mismatch(ctx: Context):
                       "MTU, and a switch path with a smaller MTU drops packets", (
                           Evidence(f"{h.name}:{p.num} active_mtu {p.active_mtu}, netdev MTU {netmtu or '?'}",
                                    f"hcas/{h.name}/port {p.num}"),), subject=f"{h.name}:{p.num}")
-        elif p.active_mtu and p.max_mtu and p.active_mtu < p.max_mtu and netmtu and netmtu < p.max_mtu + 100:
-            yield Hit(f"{h.name} port {p.num} runs RoCE with MTU {p.active_mtu} (the NIC supports {p.max_mtu}) because "
-                      f"its netdev MTU is {netmtu}: RDMA messages go out in small packets",
-                      (Evidence(f"{h.name}:{p.num} active_mtu {p.active_mtu}, max_mtu {p.max_mtu}, netdev MTU {netmtu}",
-                                f"hcas/{h.name}/port {p.num}"),),
+        elif p.active_mtu and p.max_mtu and p.active_mtu < p.max_mtu and (netmtu is None or netmtu < p.max_mtu + 100):
+            # RoCE takes the largest IB MTU that fits the netdev's: 1024 under a 1500-byte Ethernet MTU
+            why = (f"because its netdev MTU is {netmtu}" if netmtu else
+                   f"because its netdev MTU is below {p.max_mtu + 100} (ibv_devinfo does not show it; "
+                   f"{p.active_mtu} is what {_ETH_MTU_FOR.get(p.active_mtu, 'a small')} Ethernet MTU allows)")
+            yield Hit(f"{h.name} port {p.num} runs RoCE with MTU {p.active_mtu} (the NIC supports {p.max_mtu}) {why}: "
+                      "RDMA messages go out in small packets",
+                      (Evidence(f"{h.name}:{p.num} active_mtu {p.active_mtu}, max_mtu {p.max_mtu}"
+                                + (f", netdev MTU {netmtu}" if netmtu else ""), f"hcas/{h.name}/port {p.num}"),),
                       fix="Set a jumbo MTU (e.g. 9000) on the RoCE netdev and the switch ports.",
                       subject=f"{h.name}:{p.num}")
 

@@ -26,6 +26,7 @@ _DECLARE = ("export", "declare", "typeset", "readonly", "local")
 _SEPARATORS = {";", "&", "&&", "|", "||", "(", ")", "()", ";;", "|&"}
 # Words after which a shell starts a new command, whose leading NAME=V words are assignments again.
 _RESERVED = {"do", "then", "else", "elif", "if", "while", "until", "time", "!", "{"}
+_PROMPT = re.compile(r"^\s*(?:[\w.\-]+@[\w.\-]+(?::\S*?)?\s*[$#%]|\$)\s+")
 _YAMLISH = re.compile(r"""^\s*(?:-\s*)?["']?[A-Za-z_][A-Za-z0-9_]*["']?\s*:(?:\s|$)""")
 
 
@@ -80,6 +81,10 @@ class ShellReader:
                     self.out.add(mm.group(1), _unquote(mm.group(2)), first, "yaml")
                 if found or _YAMLISH.match(logical):
                     continue
+            prompt = _PROMPT.match(logical)
+            if prompt:                  # a command pasted with its shell prompt: "$ NCCL_X=1 ./run", "me@n1:~$ ..."
+                starts = [(max(0, off - prompt.end()), ln) for off, ln in starts]
+                logical = logical[prompt.end():]
             self._commands(logical, starts)
 
     # ------------------------------------------------------------ pieces

@@ -45,6 +45,7 @@ def build_facts(st: ScanState, source: str) -> LogFacts:
         cuda_driver=st.cuda_driver,
         transport=transport,
         transports=dict(transports.most_common()),
+        network=_network(st),
         net_devices=_net_devices(st, transport),
         link_layer=_link_layer(st),
         relaxed_ordering=st.relaxed,
@@ -103,12 +104,35 @@ def _proc(st: ScanState, r: RankTally) -> RankTally:
     return st.procs.get(f"{r.host}:{r.pid}", r)
 
 
+_IB_PLUGIN = re.compile(r"^IBext(?:_v\d+)?$")
+
+
+def transport_of(network: str | None) -> str | None:
+    """The transport a network name stands for: the IB verbs transport whether NCCL's own ("IB") or the
+    nccl-rdma-sharp plugin's ("IBext", "IBext_v8"); a plugin's own name otherwise ("AWS Libfabric", "Socket")."""
+    if network and _IB_PLUGIN.match(network):
+        return "IB"
+    return network
+
+
+def _network(st: ScanState) -> str | None:
+    """The network NCCL chose, by the name it printed ("Using network IBext_v8", a channel's NET/<name>/)."""
+    if st.using:
+        return st.using.most_common(1)[0][0]
+    nets = Counter()
+    for tail, n in st.tails.items():
+        info = st.tail_info.get(tail)
+        if info and info[0] == "NET":
+            nets[info[2]] += n
+    return nets.most_common(1)[0][0] if nets else None
+
+
 def _rank_transport(st: ScanState, r: RankTally) -> str | None:
     """What this GPU's process used: "Using network", else what its NET lines imply."""
     p = _proc(st, r)
     for cand in (r.using, r.assigned, p.using, p.assigned):
         if cand:
-            return cand
+            return transport_of(cand)
     if (r.no_device or p.no_device) and (r.socket or p.socket):
         return "Socket"
     if r.ib_devices or p.ib_devices:
@@ -121,17 +145,11 @@ def _rank_transport(st: ScanState, r: RankTally) -> str | None:
 def _transport(st: ScanState, per_rank: Counter) -> str | None:
     if per_rank:
         return per_rank.most_common(1)[0][0]
-    if st.using:
-        return st.using.most_common(1)[0][0]
-    nets = Counter()
-    for tail, n in st.tails.items():
-        info = st.tail_info.get(tail)
-        if info and info[0] == "NET":
-            nets[info[2]] += n
-    if nets:
-        return nets.most_common(1)[0][0]
+    network = _network(st)
+    if network:
+        return transport_of(network)
     if st.plugin["assigned"]:
-        return next(iter(st.plugin["assigned"]))
+        return transport_of(next(iter(st.plugin["assigned"])))
     if st.ib_devices and not st.no_device:
         return "IB"
     if st.socket_devices:
@@ -185,8 +203,9 @@ def _gdr(st: ScanState, version: str | None, transport: str | None) -> GdrFacts:
                 on += n
             else:
                 off += n
-    hcas_on = tuple(k for k, v in st.hca_gdr.items() if v)
-    hcas_off = tuple(k for k, v in st.hca_gdr.items() if not v)
+    per_hca = st.hca_gdr or st.hca_gdr_claimed
+    hcas_on = tuple(k for k, v in per_hca.items() if v)
+    hcas_off = tuple(k for k, v in per_hca.items() if not v)
     pairs_on = sum(1 for v in st.pairs_seen.values() if v)
     pairs_off = len(st.pairs_seen) - pairs_on
     nnodes = max((c.nnodes or 0 for c in st.comms.values()), default=0)

@@ -2,7 +2,7 @@
 the object `ncdoc triage --json` carries under "facts" (LogFacts.to_facts, log_facts_dict).
 
 Top-level keys (stable): nccl_version, nccl_versions, cuda_build, cuda_driver, transport,
-transports, net_devices (names), net_device_details, link_layer, relaxed_ordering,
+transports, network, net_devices (names), net_device_details, link_layer, relaxed_ordering,
 ib_no_device, ib_no_device_hosts, net_plugin, socket_ifaces, bootstrap, gdr (state),
 gdr_detail, dma_buf, env, env_conflicts, channels, nvls_available, nranks, nnodes,
 local_ranks, init_start, init_complete, comms, hosts, host_count, rank_count, ranks,
@@ -184,6 +184,7 @@ class LogFacts:
     cuda_driver: str | None = None     # "12.4" from "cudaDriverVersion 12040"
     transport: str | None = None       # "IB" | "Socket" | an external plugin's name; most ranks' choice
     transports: dict[str, int] = field(default_factory=dict)   # transport -> ranks using it
+    network: str | None = None         # the network's name as NCCL printed it ("IBext_v8", "AWS Libfabric")
     net_devices: tuple[NetDevice, ...] = ()
     link_layer: str | None = None      # "IB" | "RoCE" | "mixed"
     relaxed_ordering: bool | None = None
@@ -238,6 +239,7 @@ def log_facts_dict(f: LogFacts) -> dict[str, Any]:
         "cuda_driver": f.cuda_driver,
         "transport": f.transport,
         "transports": dict(f.transports),
+        "network": f.network,
         "net_devices": [d.name for d in f.net_devices],
         "net_device_details": [
             {"name": d.name, "via": d.transport, "link_layer": d.link_layer, "index": d.index,

@@ -191,7 +191,8 @@ def gdr_line(st: ScanState, msg: str, lineno: int, text: str) -> tuple:
     """Per NIC (does it take GPU memory at all?) or per GPU/NIC pair (is it close enough?).
 
     Cached as SEEN, so pairs count distinct decisions, not the lines repeating them."""
-    on = "RDMA Enabled" in msg
+    found = P.GDR_ON.search(msg)
+    on = found is not None
     dist = P.GDR_DISTANCE.search(msg)
     if dist is None and ("for GPU " in msg or "for GPU/" in msg) and not msg.rstrip().endswith(")"):
         # a per GPU/NIC pair line cut before its "(distance N > M)": a pair decision whose reason is lost,
@@ -201,7 +202,11 @@ def gdr_line(st: ScanState, msg: str, lineno: int, text: str) -> tuple:
     elif dist is None:
         hca = P.GDR_HCA.search(msg)
         name = (hca.group(2) or hca.group(1)) if hca else msg[-24:]
-        st.hca_gdr[name] = st.hca_gdr.get(name, False) or on
+        # NCCL's own "NET/<net> : GPU Direct RDMA Enabled|Disabled for HCA" is its decision; a plugin's
+        # "GPU Direct RDMA (DMABUF) enabled" says what the NIC supports, and counts only without a decision
+        book = st.hca_gdr_claimed if found is not None and found.group(1) else st.hca_gdr
+        if len(book) < 256:
+            book[name] = book.get(name, False) or on
         if not on:
             tail = msg.rstrip()
             why = tail[tail.rfind("(") + 1:-1] if tail.endswith(")") and "(" in tail else ""

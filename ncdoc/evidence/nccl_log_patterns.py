@@ -26,7 +26,7 @@ from ncdoc.nccl.parse import version_tuple
 # message in C (AGG), so a 4096-rank log reads each distinct message once.
 _AGG_KEYS = rb"|".join([
     rb"N(?:CCL_[A-Z0-9_]+ set |ET(?:/IB ?: ?(?:GPU Direct|\[\d|Made virtual|ncclIbConnect|NCCL Dev|Data Direct)"
-    rb"|/Plugin ?: ?(?![ F])|/OFI |/(?!IB|Plugin|Socket)[^:\r\n]{1,40}: GPU Direct)|VLS multicast)",
+    rb"|/Plugin ?: ?(?![ F])|/OFI |/(?!IB ?:|Plugin|Socket)[^:\r\n]{1,40}: GPU Direct)|VLS multicast)",
     rb"cudaDriverVersion",
     rb"GPU Direct RDMA",
     rb"Initialized NET plugin",
@@ -71,11 +71,13 @@ SCAN = re.compile(
 # would cost SCAN its one-literal start (10x slower), and a pass of its own costs 5% of the parse.
 RESULT_NAME = re.compile(r"\b(nccl(?:[A-Z]\w{0,40}?Error|InvalidArgument|InvalidUsage)):")
 # Per-channel transport lines: counted in C by their "via" tail (P2P/IPC, NET/IB/0/GDRDMA...).
-VIA = re.compile(rb" via ((?:NET|P2P|SHM|COLLNET)/[^ \r\n]*|direct shared memory)")
+# A net plugin's name may hold a space ("NET/AWS Libfabric/0/GDRDMA"): a NET tail runs to its device number.
+VIA = re.compile(rb" via ((?:NET|COLLNET)/[^/\r\n]{1,40}/\d[^ \r\n]*|(?:NET|P2P|SHM|COLLNET)/[^ \r\n]*|"
+                 rb"direct shared memory)")
 # The same lines in full, read only in blocks where NET channels mix GDR and non-GDR.
 NET_CHANNEL = re.compile(
     rb"(?:Channel|Ring) \d+(?:/\d+)? : (\d+)(?:\[\w+\])? -> (\d+)(?:\[\w+\])? \[(send|receive)\] "
-    rb"via NET/([^/ \r\n]+)/(\d+)([^ \r\n]*)")
+    rb"via NET/([^/\r\n]{1,40}?)/(\d+)([^ \r\n]*)")
 # Lines following a framework "NCCL error" line that say which error and why.
 FOLLOW_UP = 6
 def untag(line: str) -> str:
@@ -173,7 +175,10 @@ IB_DEV_DETAIL = re.compile(r"^NET/IB ?: ?\[(\d+)\] ([\w.\-]+):[\w\-]*:(\d+)/(\w+
 IB_VDEV = re.compile(r"Made virtual device \[(\d+)\] name=([\w.\-]+) speed=(\d+)")
 IB_QP = re.compile(r"qp_num \d+ mtu (\d+)(?: (?:GID (\d+)|LID \d+))?")
 GDR_DISTANCE = re.compile(r"distance (\d+) ?(<=|>=|<|>) ?(\d+)")
-GDR_HCA = re.compile(r"HCA (\w+)(?: '([^']*)')?")
+# "for HCA 0 'mlx5_0'"; net plugins print the name without its closing quote ("for HCA 0 'mlx5_0")
+GDR_HCA = re.compile(r"HCA (\w+)(?: '([^'\s]*)'?)?")
+# "GPU Direct RDMA Enabled", and the plugins' "GPU Direct RDMA (DMABUF) enabled" / "(nvidia-peermem) enabled"
+GDR_ON = re.compile(r"GPU Direct RDMA (?:\(([\w-]{1,20})\) )?[Ee]nabled")
 COMM = re.compile(r"comm (0x[0-9a-fA-F]+|\(nil\)) rank (\d+) n[Rr]anks (\d+)")
 COMM_ID = re.compile(r"commId (0x[0-9a-fA-F]+)")
 COMM_NODES = re.compile(r"nNodes (\d+) localRanks (\d+)")

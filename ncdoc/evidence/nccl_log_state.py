@@ -74,7 +74,8 @@ class ScanState:
         self.tail_info: dict[bytes, tuple] = {}
         self.gdr_ranks_off: dict[str, None] = {}
         self.gdr_dirs_off: dict[str, None] = {}
-        self.hca_gdr: dict[str, bool] = {}
+        self.hca_gdr: dict[str, bool] = {}           # NCCL's per-HCA GDR decision
+        self.hca_gdr_claimed: dict[str, bool] = {}   # a net plugin's own per-HCA lines ("(DMABUF) enabled")
         self.pairs_seen: dict[str, bool] = {}     # distinct per GPU/NIC GDR decisions
         self.off_reasons: dict[str, None] = {}
         self.ring_gdr: Counter[str] = Counter()

@@ -15,7 +15,7 @@ from ncdoc.evidence.citation import Citation, CitationBook
 from ncdoc.evidence.error_codes import NCCL_RESULT, NCCL_RESULT_BY_TEXT, cuda_error
 from ncdoc.evidence.nccl_tests_derive import collective_name, derive, nccl_version_from_code
 from ncdoc.evidence.nccl_tests_model import Device, Failure, GroupResult, NcclTestsFacts, Row
-from ncdoc.evidence.wrappers import strip_wrappers
+from ncdoc.evidence.wrappers import wrapper_end
 
 MAX_ROWS = 20000
 MAX_FAILURES = 32          # failure lines kept; every process prints its own, up its call stack
@@ -75,7 +75,8 @@ class TextParser:
             else:
                 self.f["nccl_lines"] += 1
             return
-        text = strip_wrappers(raw)
+        end = wrapper_end(raw)
+        text = raw[end:] if raw[:end].strip() else raw      # a row's own indentation is kept
         m = _HOST_TAG.match(text)
         if m:
             text = text[m.end():]

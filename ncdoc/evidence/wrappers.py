@@ -31,7 +31,8 @@ _LAYERS = (
     r"\x1b?\[[0-9;]{1,12}m",                                   # ANSI colour, or what is left of it
     r"\[\d{1,6},\d{1,6}\]<\w{1,10}>:",                         # mpirun --tag-output
     rf"\[(?:[A-Za-z]{{1,16}} )?{_ISO}\]:?",                    # [2025-11-09 07:39:30], [task 2025-...Z]
-    r"\[[^\]\s]{1,80}\](?:<\w{1,10}>)?:?(?=[ \t\[(|]|$|[^\s:]+:\d)",  # [rank0]: [0] [pod/a/b] [train] [80746]
+    r"\[[^\]\s]{1,80}\](?:<\w{1,10}>)?:",                    # [rank0]: [default0]: [trainer0|0]:
+    r"\[[^\]\s]{1,80}\](?=[ \t\[(|]|$)",                    # [0] [80746] [pod/a/b] [train], then a space
     rf"{_ISO}(?=[ \t|])",                                      # ISO timestamps (CloudWatch, kubectl, collectors)
     r"\|(?=[ \t])",                                            # CloudWatch's column bars
     r"[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.\-]{1,64} [\w./@\-]{1,64}(?:\[\d{1,10}\])?: ",  # journald

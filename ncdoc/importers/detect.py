@@ -203,9 +203,15 @@ def nccl_log_lines(s: Sample) -> int:
     return _count(_NCCL_LOG, s.clean) + _count(_BARE_NCCL, s.clean) + _count(_OLD_NCCL, s.clean)
 
 
+# A result row, or more table header lines than this, make a text nccl-tests output however many NCCL lines
+# it holds; a header or two pasted among NCCL lines (the table's head, cut before its rows) do not
+STRAY_TABLE_LINES = 2
+
+
 def is_nccl_log(s: Sample) -> int:
     """NCCL's own lines, unless the text has an nccl-tests table (whose runs print NCCL lines too)."""
-    return 0 if _tests_table(s) else nccl_log_lines(s)
+    table = _TESTS_ROW.search(s.clean) is not None or _count(_TESTS_HEAD, s.clean) > STRAY_TABLE_LINES
+    return 0 if table else nccl_log_lines(s)
 
 
 def is_nccl_tests(s: Sample) -> int:

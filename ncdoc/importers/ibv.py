@@ -37,6 +37,7 @@ _DEV_OPTION = re.compile(r"(?:^|\s)(?:-d|--ib-dev)(?:=|\s+)([\w.\-]+)")
 _PORT_OPTION = re.compile(r"(?:^|\s)(?:-i|--ib-port)(?:=|\s+)(\d+)")
 _ANY_HEADER = re.compile(r"^\s*(?:hca_id:|CA '|Infiniband device '|DEV\s+PORT\s+INDEX\b|\d+ HCAs? found)")
 FRAGMENT_NAME = "(unnamed)"
+_SOFT_ROCE = re.compile(r"rxe\d")
 
 
 def _fragment(lines: list[str], at: int) -> tuple[HcaBuild, int, str]:
@@ -152,6 +153,10 @@ def read_ibv_devinfo(lines: list[str]) -> tuple[list[HcaBuild], bool, list[str]]
                     all((g.type or "").endswith(("v1", "v2")) for g in p["gids"]):
                 p["link_layer"] = "Ethernet"     # RoCE GID types exist only on an Ethernet link layer
                 notes.append(f"{h.name} port {p['num']}: link layer taken as Ethernet from its RoCE GID types")
+            elif p.get("link_layer") is None and _SOFT_ROCE.match(h.name):
+                # older ibv_devinfo prints no link_layer line; rdma_rxe (Soft-RoCE) devices are RoCE by definition
+                p["link_layer"] = "Ethernet"
+                notes.append(f"{h.name} port {p['num']}: link layer taken as Ethernet (a Soft-RoCE rxe device)")
             if id(p) in width and id(p) in lane:
                 p["rate_gbps"] = width[id(p)] * lane[id(p)]
                 p["rate_text"] = f"{p['rate_gbps']:g} Gb/sec ({p['width']}{' ' + p['speed'] if p.get('speed') else ''})"

@@ -58,9 +58,9 @@ KINDS: tuple[InputKind, ...] = (
     # before the NCCL log: the report starts with NCCL's version line, and a job's log may hold one
     InputKind("ras_report", RUN, "an ncclras report", detect.is_ras_report, run_files.read_ras,
               json="an ncclras -f json report", signs="report line"),
+    InputKind("nccl_log", RUN, "an NCCL log", detect.is_nccl_log, _run("nccl_log"), signs="NCCL line"),
     InputKind("nccl_tests", RUN, "nccl-tests output", detect.is_nccl_tests, run_files.read_nccl_tests,
               json="nccl-tests -J output", signs="table or preamble line"),
-    InputKind("nccl_log", RUN, "an NCCL log", detect.is_nccl_log, _run("nccl_log"), signs="NCCL line"),
     InputKind("framework_log", RUN, "a framework log (PyTorch ProcessGroupNCCL, c10d)", detect.is_framework_log,
               _run("framework_log"), signs="framework line"),
     InputKind("topo_matrix", NODE, "`nvidia-smi topo -m` output", detect.is_topo_matrix,

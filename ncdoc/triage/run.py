@@ -115,10 +115,10 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
     snaps: list[Snapshot] = []
     if example:
         snaps.append(load_node(example=example))
-        inputs.append(TriageInput(f"example:{example}", "snapshot_json", ("snapshot",)))
+        inputs.append(TriageInput(f"example:{example}", "snapshot_json", ("snapshot",), (), "given with --example"))
     if snapshot:
         snaps.append(load_node(snapshot=snapshot))
-        inputs.append(TriageInput(snapshot, "snapshot_json", ("snapshot",)))
+        inputs.append(TriageInput(snapshot, "snapshot_json", ("snapshot",), (), "given with --snapshot"))
     alone = len(paths) + bool(snapshot) + bool(example) < 2
     texts: dict[str, tuple[str, ...]] = {}
     read: list[tuple[str, Any, tuple[str, ...]]] = []          # (path, Reading, its lines)

@@ -19,11 +19,14 @@ SAMPLES = {
     "snapshot_json": ["nodes/h200-vm/snapshot.json"],
     "nccl_topo_xml": ["nodes/xml/nccl_topo_2gpu_1nic.xml"],
     "hwloc_xml": ["nodes/xml/hwloc_1gpu_1hca.xml"],
+    "ras_report": ["triage/ncclras_incomplete.txt", "triage/ncclras.json"],
     "nccl_log": ["triage/healthy-ib.log", "triage/socket-fallback.log", "logs/legacy_2_4.log"],
     "nccl_tests": ["triage/all_reduce_2x8.txt", "logs/nccl_tests_alltoall.json",
                    "logs/h200_nccl_tests_all_reduce_1rank_info.txt"],
+    "framework_log": ["triage/watchdog_timeout.log"],
     "topo_matrix": ["nodes/h200-vm/nvidia-smi-topo-m.txt"],
     "ibv_devinfo": ["triage/ibstat.txt"],
+    "host_output": ["triage/host_limits_driver.txt"],
     "env": ["triage/launch.sh"],
 }
 CASES = [(kind, path) for kind, paths in SAMPLES.items() for path in paths]
@@ -49,7 +52,7 @@ def test_detected_and_read(kind, path):
         (imp,) = reading.nodes
         assert imp.kind == kind and imp.snapshot.origin in ("import", "live", "example", "sysfs")
     elif found.role == RUN:
-        assert reading.logs or reading.tests
+        assert reading.run_evidence
     else:
         assert reading.launch and reading.launch[0].values
 

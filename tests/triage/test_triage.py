@@ -37,7 +37,8 @@ def test_socket_fallback_log_json_contract(capsys):
     rc, doc, err = run_json(capsys, LOG_SOCKET)
     assert rc == 1 and err == ""
     assert doc["schema_version"] == 1
-    assert doc["inputs"] == [{"path": LOG_SOCKET, "kind": "nccl_log", "read_as": ["nccl_log"], "notes": []}]
+    assert doc["inputs"] == [{"path": LOG_SOCKET, "kind": "nccl_log", "read_as": ["nccl_log"], "notes": [],
+                              "detected": "14 NCCL lines of an NCCL log"}]
     for f in doc["findings"]:
         assert {"code", "name", "severity", "message", "evidence", "fix", "stage"} <= set(f)
     names = {f["name"]: f["severity"] for f in doc["findings"]}
@@ -219,7 +220,7 @@ def test_example_machine_gives_the_rails(capsys):
     exp = doc["facts"]["expected"]
     assert exp["nics"] == 8 and exp["nic_gbps"] == 400.0      # the IB rails, not the Ethernet ports
     assert doc["inputs"][0] == {"path": "example:dgx-h100", "kind": "snapshot_json", "read_as": ["snapshot"],
-                                "notes": []}
+                                "notes": [], "detected": "given with --example"}
     assert rc == 1
 
 
