@@ -43,19 +43,24 @@ def test_every_rule_has_a_pass_and_a_fail_case(rule):
     assert kinds == {"pass", "fail"}, f"{rule.name} has cases {sorted(kinds)}"
 
 
+def _run_case(case) -> bool:
+    """A case on what a job printed: a log, nccl-tests output, a RAS or DIAG report, host command output."""
+    return any(case.get(k) for k in ("log", "tests", "ras", "diag", "host"))
+
+
 @pytest.mark.parametrize("rule", [r for r in RULES if len({_reads_run(r, c) for c in r.checks}) == 2],
                          ids=lambda r: r.name)
 def test_a_rule_judging_node_and_run_has_cases_for_both_sides(rule):
     # its node check and its log check are separate code: each side needs its own pass and fail
     for side, has_run in (("node", False), ("run", True)):
-        kinds = {c["case"] for c in CASES if c["rule"] == rule.name and bool(c.get("log") or c.get("tests")) == has_run}
+        kinds = {c["case"] for c in CASES if c["rule"] == rule.name and _run_case(c) == has_run}
         assert kinds == {"pass", "fail"}, f"{rule.name}: {side}-side cases {sorted(kinds)}"
 
 
 def test_failing_cases_on_run_evidence_say_their_severity():
     # what a job printed is judged loud or quiet case by case (an Ethernet-only cluster's sockets warn,
     # a lost RDMA device is an error): a failing case with a log or nccl-tests output says which
-    quiet = [_id(c) for c in CASES if c["case"] == "fail" and (c.get("log") or c.get("tests")) and not c.get("severity")]
+    quiet = [_id(c) for c in CASES if c["case"] == "fail" and _run_case(c) and not c.get("severity")]
     assert quiet == []
 
 
