@@ -244,6 +244,15 @@ def ib_disabled_by_env(ctx: Context):
         return
     what = " and ".join(f"{x.name}={x.value}" for x in set_vars)
     patch = {x.name: None for x in set_vars}
+    if ctx.logs:
+        from ncdoc.checks.evidence_common import plugin_platform
+        platform = plugin_platform(ctx)
+        if platform:
+            # EFA, TCPX and gIB are reached through their net plugin, never through NCCL's IB transport
+            yield Hit(f"{what} keeps NCCL's own IB transport off, which is routine on {platform}: the net plugin "
+                      "carries the traffic between nodes", tuple(ev(x) for x in set_vars), severity="info",
+                      subject=set_vars[0].name)
+            return
     if ctx.missing("hcas"):
         # No RDMA facts: the setting alone says where traffic between nodes goes, not whether it is wrong.
         yield Hit(f"{what} forces TCP sockets between nodes; wrong if these nodes have IB/RoCE ports "

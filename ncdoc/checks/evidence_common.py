@@ -352,3 +352,55 @@ def job_expectation(ctx: Context) -> Expectation:
         gpu_name=gpu_name(ctx), ib_hca=env_value(ctx, "NCCL_IB_HCA"),
         net_devices=[d.name for d in devices], local_ranks=local_gpus(ctx), algo=env_value(ctx, "NCCL_ALGO"),
         nic_source=source)
+
+
+# ---------------------------------------------------------------- net-plugin platforms
+
+# Which fabric a net plugin's name (or its log lines) stand for: on these clouds NCCL reaches the network
+# only through the plugin, so settings that keep NCCL's own IB transport off are routine there.
+_PLATFORMS = (("libfabric", "AWS EFA (aws-ofi-nccl)"), ("ofi", "AWS EFA (aws-ofi-nccl)"),
+              ("aws", "AWS EFA (aws-ofi-nccl)"), ("tcpxo", "GCP GPUDirect-TCPXO"), ("fastrak", "GCP GPUDirect-TCPXO"),
+              ("tcpx", "GCP GPUDirect-TCPX"), ("gib", "GCP gIB"))
+_INTERNAL_NETS = ("ib", "socket", "ibext")
+
+
+def _platform_of(name: str | None) -> str | None:
+    low = (name or "").lower()
+    if not low or low.split("_v")[0] in _INTERNAL_NETS:
+        return None
+    return next((p for key, p in _PLATFORMS if key in low), None)
+
+
+def plugin_platform(ctx: Context) -> str | None:
+    """The net-plugin fabric the job runs on or was meant to (AWS EFA, GCP TCPX/TCPXO/gIB), when the evidence says:
+    a plugin named, loaded, initialised, assigned or failing, aws-ofi-nccl's lines, EFA settings."""
+    names = [env_value(ctx, "NCCL_NET"), env_value(ctx, "NCCL_NET_PLUGIN")]
+    for log in ctx.logs:
+        pl = log.plugin
+        names += [log.network, pl.requested, *pl.loaded, *pl.initialized, *pl.assigned, *pl.failed,
+                  *pl.external_paths]
+        if pl.ofi_version or pl.ofi_provider or any(p.kind.startswith("ofi") for p in log.problems) \
+                or (log.cloud or {}).get("efa"):
+            return "AWS EFA (aws-ofi-nccl)"
+    for n in names:
+        got = _platform_of(n)
+        if got:
+            return got
+    fi = (env_value(ctx, "FI_PROVIDER") or "").lower()
+    return "AWS EFA (aws-ofi-nccl)" if fi == "efa" else None
+
+
+def plugin_failure(log: Any) -> tuple[str, tuple[Any, ...]] | None:
+    """(what failed, the problems saying so) when a net plugin failed to start: aws-ofi-nccl's "initialization
+    failed" and the errors before it, or NCCL's "Failed to initialize NET plugin X" for an external plugin."""
+    ofi = [p for p in log.problems if p.kind.startswith("ofi") and p.level in ("WARN", "last_error")]
+    init = [p for p in ofi if "initialization failed" in p.message or "init failed" in p.message]
+    if init:
+        before = [p for p in ofi if p.evidence and init[0].evidence and p.evidence.line <= init[0].evidence.line]
+        cause = next((p for p in before if p is not init[0]), None)
+        return ("aws-ofi-nccl failed to initialise" + (f" ({cause.message})" if cause else ""),
+                tuple(before[-3:] or init[:1]))
+    external = [n for n in log.plugin.failed if _platform_of(n) or n.lower().split("_v")[0] not in _INTERNAL_NETS]
+    if external:
+        return f"the net plugin {external[0]} failed to initialise", ()
+    return None

@@ -45,6 +45,32 @@ def _oob_note(log) -> str:
     return ""
 
 
+def _host_of(address: str) -> str:
+    """"10.0.0.1" of "10.0.0.1<52822>", "fe80::1%eth0" of "[fe80::1%eth0]<52822>"."""
+    return address.split("<", 1)[0].strip("[]")
+
+
+def _peer_address_note(addrs: list[str], multi: bool | None) -> tuple[str, str] | None:
+    """What the address a rank tried to reach says about the cause: a loopback address, an IPv6 link-local one."""
+    hosts = [_host_of(a) for a in addrs]
+    loop = [h for h in hosts if h.startswith("127.") or h in ("::1", "localhost")]
+    if loop and multi is not False:
+        return (f"the address connected to, {loop[0]}, is a loopback address: the rank that published it (the "
+                "bootstrap root, MASTER_ADDR or NCCL_COMM_ID) resolved its own name to 127.0.x.x, so every other node "
+                "connects to itself",
+                "Make the root's hostname resolve to its routable address on every node (an /etc/hosts line mapping "
+                "the hostname to 127.0.1.1 does this), or set MASTER_ADDR / NCCL_COMM_ID to that address and "
+                "NCCL_SOCKET_IFNAME to its interface.")
+    ll = [h for h in hosts if h.lower().startswith("fe8") or h.lower().startswith("fe9") or
+          h.lower().startswith("fea") or h.lower().startswith("feb") or h.startswith("169.254.")]
+    if ll:
+        return (f"the address connected to, {ll[0]}, is link-local: it is not routed, and an IPv6 one only works with "
+                "the interface scope other nodes do not have",
+                "Set NCCL_SOCKET_FAMILY=AF_INET (or NCCL_SOCKET_IFNAME to an interface with a routable address) so "
+                "ranks publish a routable bootstrap address.")
+    return None
+
+
 @check("bootstrap_unreachable")
 def bootstrap_unreachable(ctx: Context):
     """Ranks cannot open TCP connections to each other (bootstrap or socket transport)."""
@@ -80,6 +106,10 @@ def bootstrap_unreachable(ctx: Context):
         msg = ("ranks cannot connect to each other over TCP"
                + (f" (to {', '.join(addrs[:3])})" if addrs else "")
                + (f" [{', '.join(codes)}]" if codes else "") + f": {what}")
+        peer = _peer_address_note(addrs, multi_node(ctx))
+        if peer:
+            msg += f"; {peer[0]}"
+            fix = peer[1]
         if all(p.kind == "bootstrap_no_interface" for p in problems):
             # nothing was tried: no interface matched, so there was no address to connect from
             msg = f"NCCL found no socket interface to use: {what}"

@@ -9,6 +9,8 @@ kernel module's version).
 
 from __future__ import annotations
 
+import re
+
 from ncdoc.checks.evidence_common import cite_cuda, cite_kind, cite_problems, cuda_errors, gpu_name, merge_evidence
 from ncdoc.engine.rules import Context, check
 from ncdoc.evidence.host_output import driver_branch
@@ -188,6 +190,7 @@ def nccl_missing_gpu_arch(ctx: Context):
 
 _REGISTER = ("ibv_reg_mr", "ibv_reg_mr_iova", "ibv_reg_mr_iova2", "ibv_create_cq", "ibv_create_qp", "ibv_alloc_pd",
              "ibv_reg_dmabuf_mr")
+_REGISTERS = re.compile(r"reg|[Rr]egister|MR\b")
 _LOW_KIB = 1 << 20        # below 1 GiB of locked memory RDMA buffers of a multi-GPU job do not fit
 
 
@@ -226,20 +229,22 @@ def memlock_limit_too_low(ctx: Context):
         calls = sorted({p.details.get("call") or "memory registration" for _, p in enomem})
         parts.append(f"{', '.join(calls)} failed with ENOMEM ('Cannot allocate memory')")
     if others and not enomem:
-        parts.append(f"{others[0][1].call} failed with ENOMEM ('Cannot allocate memory')")
+        parts.append(f"another RDMA library reports ENOMEM: '{others[0][1].call}: Cannot allocate memory'")
     if unknown and not (enomem or others):
         parts.append(f"{unknown[0][1].details.get('call', 'ibv_reg_mr')} failed (this NCCL or plugin prints no "
                      "errno)")
     if limit:
         parts.append(limit)
-    observed = bool(enomem or others)
+    # a registration failing with ENOMEM is the limit; creating a CQ or QP can also run out of device resources
+    registering = bool(enomem) or any(_REGISTERS.search(r.call) for _, r in others)
+    observed = registering or (others and low)
     if observed or (unknown and low):
         why = ("RDMA pins every buffer it registers, and the process may lock only that much memory: registration "
                "fails and NCCL (or the RDMA library) aborts the connection")
         sev = "error"
-    elif unknown:
-        why = ("a registration failure is most often the locked-memory limit (ulimit -l) of the job's processes, "
-               "above all in containers started without --ulimit memlock=-1; check it inside the job")
+    elif unknown or others:
+        why = ("a failed registration or queue creation is most often the locked-memory limit (ulimit -l) of the "
+               "job's processes, above all in containers started without --ulimit memlock=-1; check it inside the job")
         sev = "warning"
     else:
         why = ("NCCL's RDMA transports pin their buffers and need an unlimited locked-memory limit; at this limit "

@@ -6,7 +6,7 @@ Each reads the parsed log (ncdoc.evidence.nccl_log.LogFacts) and quotes the line
 from __future__ import annotations
 
 from ncdoc.checks.evidence_common import (cite, cite_kind, cite_problems, env_evidence, env_true, env_value,
-                                          merge_evidence, multi_node)
+                                          merge_evidence, multi_node, plugin_failure, plugin_platform)
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Hit
 from ncdoc.nccl.parse import version_cmp
@@ -27,6 +27,23 @@ def socket_fallback(ctx: Context):
                             cite_problems(log, [p for k in _NO_RDMA_KINDS for p in log.problems_of(k)], 2),
                             cite_kind(log, "socket_devices", limit=1))
         net = (env_value(ctx, "NCCL_NET") or "").lower()
+        failed = plugin_failure(log)
+        platform = plugin_platform(ctx)
+        if failed and multi_node(ctx) is not False:
+            what, probs = failed
+            yield Hit(f"{what}, so NCCL fell back to its TCP sockets between nodes (typically 4-5x slower)"
+                      + (f": on {platform} the plugin is the way to the RDMA fabric, and NCCL_IB_DISABLE there is "
+                         "routine, not the cause" if platform and env_true(env_value(ctx, "NCCL_IB_DISABLE")) else ""),
+                      merge_evidence(cite_problems(log, probs, 3), cite_kind(log, "plugin_failed", limit=1), ev),
+                      fix=("Fix what the plugin reports first: check the EFA devices inside the job (`fi_info -p efa`, "
+                           "/dev/infiniband/uverbs* in the container), the libfabric and aws-ofi-nccl versions for "
+                           "this NCCL, and an unlimited locked-memory limit (ulimit -l; docker --ulimit memlock=-1); "
+                           "then check the log for 'Selected provider is efa' and 'Using network Libfabric'."
+                           if platform and platform.startswith("AWS") else
+                           "Fix what the plugin reports first (its library, devices and versions), then check the log "
+                           "names the plugin in 'Using network'."),
+                      severity="error", subject="socket")
+            continue
         deliberate = env_true(env_value(ctx, "NCCL_IB_DISABLE")) or net == "socket"
         if deliberate:
             yield Hit("NCCL uses TCP sockets because NCCL_IB_DISABLE / NCCL_NET asks it to",

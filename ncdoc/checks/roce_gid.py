@@ -36,6 +36,17 @@ def _version_note(ctx: Context) -> str:
     return "" if ctx.nccl_version else " [assumes NCCL >= 2.21 (version unknown)]"
 
 
+def _judged(ctx: Context, explicit: bool, msg: str, evidence, subject: str) -> Hit:
+    """The finding on the GID NCCL uses: as the rule says when the index is set or the NCCL version known;
+    without either it rests on a presumed NCCL (2.21+ chooses the GID itself), so it says it is inconclusive."""
+    if explicit or ctx.nccl_version:
+        return Hit(msg + _version_note(ctx), evidence, subject=subject)
+    return Hit("inconclusive: " + msg + " - if NCCL is 2.21 or newer, which chooses the GID itself; no input shows "
+               "the NCCL version or an NCCL_IB_GID_INDEX", evidence,
+               fix="Give the job's NCCL log (its 'NCCL version' line) or the NCCL_IB_GID_INDEX the job sets (--env).",
+               severity="info", subject=subject)
+
+
 def _ports(group) -> str:
     names = [f"{h.name}:{p.num}" for h, p, _idx, _gid in group]
     return ", ".join(names) if len(names) <= 4 else f"{', '.join(names[:3])} and {len(names) - 3} more"
@@ -95,7 +106,7 @@ def roce_gid_link_local(ctx: Context):
             netdevs = sorted({n for _h, p, _i, _g in group for n in p.netdevs})
             msg = (f"{_ports(group)} {'has' if len(group) == 1 else 'have'} no routable RoCE GID, so NCCL falls back to the link-local GID[{idx}]: "
                    f"the RoCE netdev ({', '.join(netdevs) or '?'}) or its bond/master needs an IP address")
-        yield Hit(msg + _version_note(ctx), _group_ev(ctx, group), subject=_subject(group))
+        yield _judged(ctx, explicit, msg, _group_ev(ctx, group), _subject(group))
 
 
 @check("roce_gid_v1")
@@ -106,8 +117,13 @@ def roce_gid_v1(ctx: Context):
         return how if gid.roce_version == 1 else None
     for (idx, how), group in sorted(_choices(ctx, wrong).items()):
         fix_idx = _v2_index(p for _h, p, _i, _g in group)
-        yield Hit(f"{_ports(group)} {'uses' if len(group) == 1 else 'use'} GID[{idx}], a RoCE v1 GID ({how}): RoCE v1 is not routable and gets no ECN "
-                  "congestion control" + _version_note(ctx), _group_ev(ctx, group),
+        msg = (f"{_ports(group)} {'uses' if len(group) == 1 else 'use'} GID[{idx}], a RoCE v1 GID ({how}): RoCE v1 is "
+               "not routable and gets no ECN congestion control")
+        explicit = ctx.env_map.get("NCCL_IB_GID_INDEX") is not None
+        if not explicit and not ctx.nccl_version:
+            yield _judged(ctx, explicit, msg, _group_ev(ctx, group), _subject(group))
+            continue
+        yield Hit(msg + _version_note(ctx), _group_ev(ctx, group),
                   fix=f"Set NCCL_IB_GID_INDEX={fix_idx} (RoCE v2, IPv4)." if fix_idx is not None else None,
                   env_patch={"NCCL_IB_GID_INDEX": str(fix_idx)} if fix_idx is not None else {},
                   subject=_subject(group))

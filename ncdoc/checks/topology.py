@@ -26,6 +26,17 @@ def gpu_without_local_nic(ctx: Context):
             far.setdefault(path.upper(), []).append((g.label, nic))
     gdr_level, gdr_var = _gdr_level(ctx)
     single = _single_node(ctx)
+    grace = _grace(ctx)
+    if grace and far:
+        # Grace (GH200, GB200, GB10): each GPU reaches the CPU over NVLink-C2C and the NICs hang off the CPU's
+        # PCIe, so nvidia-smi shows NODE/SYS where NCCL sees its C2C / P2C path and keeps GPUDirect RDMA on
+        pairs = [p for group in far.values() for p in group]
+        yield Hit(f"{grace}: the GPUs reach their NICs through NVLink-C2C and the Grace CPU's PCIe "
+                  f"({', '.join(sorted({path for path in far}))} in the matrix), the path NCCL calls C2C/P2C and uses "
+                  "GPUDirect RDMA over; this is the platform's design, not a misplaced NIC",
+                  tuple(Evidence(f"{g} -> {n}: {path}", "topology") for path, group in sorted(far.items())
+                        for g, n in group[:2]), severity="info", subject=",".join(g for g, _ in pairs[:8]))
+        return
     for path, pairs in sorted(far.items()):
         gpus = [g for g, _ in pairs]
         nics = sorted({n for _, n in pairs})
@@ -46,6 +57,22 @@ def gpu_without_local_nic(ctx: Context):
         note = f" (this run is on one node, {single}, so NCCL sends nothing through the NICs)" if single else ""
         yield Hit(msg + note, tuple(Evidence(f"{g} -> {n}: {path}", "topology") for g, n in pairs),
                   severity="info" if single else None, subject=",".join(gpus))
+
+
+_GRACE_GPUS = ("GH200", "GB200", "GB300", "GB10")
+
+
+def _grace(ctx: Context) -> str | None:
+    """Which Grace system this is (GPUs joined to an Arm Grace CPU by NVLink-C2C), when the node facts show it."""
+    snap = ctx.snapshot
+    names = [g.name for g in snap.gpus.gpus] if snap is not None and snap.gpus.status.known else []
+    hit = next((n for n in names for key in _GRACE_GPUS if key in n.upper()), None)
+    if hit:
+        return f"a Grace system ({hit})"
+    arch = (snap.host.arch or "").lower() if snap is not None else ""
+    if arch in ("aarch64", "arm64") and (snap.host.cpu_vendor or "").lower() in ("", "arm", "nvidia", "0x41"):
+        return "a Grace (Arm) system"
+    return None
 
 
 # nvidia-smi path names beyond NCCL's default GDR level (PXB) -> NCCL's own path type (NODE is NCCL's PHB)

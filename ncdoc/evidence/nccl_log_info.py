@@ -93,6 +93,10 @@ def handle_info(st: ScanState, pre: P.Prefix, rank: RankTally | None, msg: str, 
         remember(st.plugin["paths"], msg.rsplit(" ", 1)[-1])
         st.book.add("plugin", lineno, text)
         return SEEN
+    if msg.startswith("Failed to initialize NET plugin"):          # 2.27+: a plugin NCCL tried and dropped
+        remember(st.plugin["failed"], msg[len("Failed to initialize NET plugin"):].strip())
+        st.book.add("plugin_failed", lineno, text)
+        return SEEN
     if c == "P":
         return _p_lines(st, pre, rank, msg, lineno, text)
     if c == "D":

@@ -181,11 +181,12 @@ def _link_layer(st: ScanState) -> str | None:
 
 def _plugin(st: ScanState) -> PluginFacts:
     pl = st.plugin
-    ev = st.book.get("plugin_missing") + st.book.get("plugin") + st.book.get("ofi")
+    ev = st.book.get("plugin_failed") + st.book.get("plugin_missing") + st.book.get("plugin") + st.book.get("ofi")
     return PluginFacts(
         requested=pl["requested"], missing=bool(pl["missing"]), missing_detail=tuple(pl["missing"]),
         loaded=tuple(pl["loaded"]), collnet_loaded=tuple(pl["collnet"]), external_paths=tuple(pl["paths"]),
-        initialized=tuple(pl["initialized"]), assigned=tuple(pl["assigned"]), internal=pl["internal"],
+        initialized=tuple(pl["initialized"]), assigned=tuple(pl["assigned"]), failed=tuple(pl["failed"]),
+        internal=pl["internal"],
         ofi_version=pl["ofi_version"], ofi_provider=pl["ofi_provider"], ofi_nics=pl["ofi_nics"],
         evidence=ev[:8])
 

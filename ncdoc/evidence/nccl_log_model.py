@@ -128,6 +128,7 @@ class PluginFacts:
     collnet_loaded: tuple[str, ...] = ()
     external_paths: tuple[str, ...] = ()
     initialized: tuple[str, ...] = ()  # "Initialized NET plugin X"
+    failed: tuple[str, ...] = ()       # "Failed to initialize NET plugin X" (2.27+)
     assigned: tuple[str, ...] = ()     # "Assigned NET plugin X to comm"
     internal: bool | None = None       # said it uses its internal implementation
     ofi_version: str | None = None
@@ -253,6 +254,7 @@ def log_facts_dict(f: LogFacts) -> dict[str, Any]:
             "missing_detail": list(f.plugin.missing_detail), "loaded": list(f.plugin.loaded),
             "collnet_loaded": list(f.plugin.collnet_loaded), "external_paths": list(f.plugin.external_paths),
             "initialized": list(f.plugin.initialized), "assigned": list(f.plugin.assigned),
+            "failed": list(f.plugin.failed),
             "internal": f.plugin.internal, "ofi_version": f.plugin.ofi_version,
             "ofi_provider": f.plugin.ofi_provider, "ofi_nics": f.plugin.ofi_nics,
             "lines": [e.to_dict() for e in f.plugin.evidence]},

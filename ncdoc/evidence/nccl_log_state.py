@@ -65,7 +65,7 @@ class ScanState:
         self.no_device_hosts: dict[str, None] = {}
         self.no_device = 0
         self.plugin: dict = {"requested": None, "missing": [], "loaded": {}, "collnet": {}, "paths": {},
-                             "initialized": {}, "assigned": {}, "internal": None, "ofi_version": None,
+                             "initialized": {}, "assigned": {}, "failed": {}, "internal": None, "ofi_version": None,
                              "ofi_provider": None, "ofi_nics": None}
         self.ifaces: dict[tuple, dict] = {}
         self.env: dict[str, str] = {}

@@ -94,6 +94,11 @@ def verdict_lines(result, color: bool) -> list[str]:
     from ncdoc.output.color import paint, severity
     v = result.verdict
     if v is None:
+        c = getattr(result, "conclusion", None) or {}
+        if c.get("state") == "inconclusive":
+            out = [paint("Verdict: inconclusive: ", "bold", color) + one_line("; ".join(c.get("reasons") or ()))]
+            out += [f"  to decide: {one_line(n)}" for n in c.get("needs") or ()]
+            return out
         return [paint("Verdict: no problem found in what was given", "bold", color)]
     stage = _stage_title(result, v)
     out = [paint("Verdict: ", "bold", color) + severity(v.severity.upper(), v.severity, color)
@@ -114,6 +119,10 @@ def verdict_items(result) -> list[str]:
     """The verdict as list items (markdown escapes them as it renders them)."""
     v = result.verdict
     if v is None:
+        c = getattr(result, "conclusion", None) or {}
+        if c.get("state") == "inconclusive":
+            return ["inconclusive: " + "; ".join(c.get("reasons") or ())] + [
+                f"to decide: {n}" for n in c.get("needs") or ()]
         return ["no problem found in what was given"]
     stage = _stage_title(result, v)
     items = [f"{v.severity.upper()} {v.code} {v.name}" + (f" ({stage})" if stage else "") + f": {v.message}"]

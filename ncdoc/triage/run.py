@@ -62,6 +62,7 @@ class TriageResult:
     verdict: Finding | None
     stage_by_code: dict[str, str] = field(default_factory=dict)
     observed: frozenset[str] = frozenset()     # "code:subject" of findings backed by an observed failure
+    conclusion: dict[str, Any] = field(default_factory=lambda: {"state": "no_problem", "reasons": [], "needs": []})
 
     def exit_code(self, fail_on: str = "error") -> int:
         return 1 if fail_on != "none" and self.report.fails(fail_on) else 0
@@ -71,6 +72,7 @@ class TriageResult:
             "schema_version": SCHEMA_VERSION,
             "inputs": [i.to_dict() for i in self.inputs],
             "verdict": self.finding_dict(self.verdict) if self.verdict else None,
+            "conclusion": dict(self.conclusion),
             "findings": [self.finding_dict(f) for f in self.report.findings],
             "skipped": [s.to_dict() for s in self.report.skipped],
             "facts": self.facts,
@@ -243,8 +245,50 @@ def pick_verdict(report: Report, failures: frozenset[tuple[str, int]] = frozense
         backed = [f for f in same if (f"{f.code}:{f.subject}" in observed if observed is not None
                                       else failure_backed(f, failures))]
         if backed or same:
-            return (backed or same)[0]
+            return _named_cause_first(backed or same)[0]
     return None
+
+
+# Rules that only say a run failed or an error went unexplained: a finding that quotes the same failure line
+# and names its cause comes first ("fabric-manager" before "nccl-tests-failed" for one CUDA error 802).
+GENERIC_RULES = frozenset({"nccl-tests-failed", "unexplained-nccl-warning"})
+
+
+def _named_cause_first(findings: list[Finding]) -> list[Finding]:
+    def lines(f: Finding) -> set:
+        return {(e.source, e.line) for e in f.evidence if e.line}
+    specific = [f for f in findings if f.name not in GENERIC_RULES]
+    quoted = set().union(*(lines(f) for f in specific)) if specific else set()
+    return sorted(findings, key=lambda f: f.name in GENERIC_RULES and bool(lines(f) & quoted))
+
+
+# A check that cannot judge says so: severity info, its message starting with this, its fix naming what
+# would decide it (a flag, an input, a rerun).
+INCONCLUSIVE = "inconclusive: "
+# Rules whose skip, when the run's output is there, leaves the bandwidth unjudged
+_JUDGES_BANDWIDTH = frozenset({"busbw-below-line-rate"})
+
+
+def conclusion(report: Report, verdict: Finding | None, ev: Gathered) -> dict[str, Any]:
+    """What the answer rests on: "problem" (the verdict), "inconclusive" (what could not be judged, and the
+    input or flag that would decide it), or "no_problem" (nothing found, and nothing left undecided)."""
+    if verdict is not None:
+        return {"state": "problem", "reasons": [], "needs": []}
+    reasons, needs = [], []
+    for f in report.findings:
+        if f.severity == "info" and f.message.startswith(INCONCLUSIVE):
+            reasons.append(f.message[len(INCONCLUSIVE):])
+            if f.fix:
+                needs.append(f.fix)
+    measured = any(getattr(t, "rows", ()) for t in ev.tests)
+    for sk in report.skipped:
+        if sk.name in _JUDGES_BANDWIDTH and measured:
+            reasons.append(f"busbw was not compared with what the hardware should reach ({sk.reason})")
+            needs.append("Give the NICs' rate and count (--nic-gbps N --nics K), or node evidence that shows them "
+                         "(ibstat, ibv_devinfo -v, an ncdoc snapshot).")
+    if reasons:
+        return {"state": "inconclusive", "reasons": list(dict.fromkeys(reasons)), "needs": list(dict.fromkeys(needs))}
+    return {"state": "no_problem", "reasons": [], "needs": []}
 
 
 def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | None = None,
@@ -261,10 +305,11 @@ def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | 
     facts = build_facts(ctx, ev, exp)
     failures = observed_failures(ev)
     observed = frozenset(f"{f.code}:{f.subject}" for f in report.findings if failure_backed(f, failures))
-    return TriageResult(ev.inputs, report, facts, exp, pick_verdict(report, failures, observed),
-                        {r.code: r.stage for r in rules}, observed)
+    verdict = pick_verdict(report, failures, observed)
+    return TriageResult(ev.inputs, report, facts, exp, verdict, {r.code: r.stage for r in rules}, observed,
+                        conclusion(report, verdict, ev))
 
 
 __all__ = ["SCHEMA_VERSION", "TriageInput", "Gathered", "TriageResult", "read_evidence", "build_env",
-           "build_context", "load_rules", "pick_verdict", "failure_backed",
+           "build_context", "load_rules", "pick_verdict", "failure_backed", "conclusion", "INCONCLUSIVE",
            "triage"]
