@@ -40,7 +40,7 @@ def _judged(ctx: Context, explicit: bool, msg: str, evidence, subject: str) -> H
     """The finding on the GID NCCL uses: as the rule says when the index is set or the NCCL version known;
     without either it rests on a presumed NCCL (2.21+ chooses the GID itself), so it says it is inconclusive."""
     if explicit or ctx.nccl_version:
-        return Hit(msg + _version_note(ctx), evidence, subject=subject)
+        return Hit(msg + ("" if explicit else _version_note(ctx)), evidence, subject=subject)
     return Hit("inconclusive: " + msg + " - if NCCL is 2.21 or newer, which chooses the GID itself; no input shows "
                "the NCCL version or an NCCL_IB_GID_INDEX", evidence,
                fix="Give the job's NCCL log (its 'NCCL version' line) or the NCCL_IB_GID_INDEX the job sets (--env).",
@@ -123,7 +123,7 @@ def roce_gid_v1(ctx: Context):
         if not explicit and not ctx.nccl_version:
             yield _judged(ctx, explicit, msg, _group_ev(ctx, group), _subject(group))
             continue
-        yield Hit(msg + _version_note(ctx), _group_ev(ctx, group),
+        yield Hit(msg + ("" if explicit else _version_note(ctx)), _group_ev(ctx, group),
                   fix=f"Set NCCL_IB_GID_INDEX={fix_idx} (RoCE v2, IPv4)." if fix_idx is not None else None,
                   env_patch={"NCCL_IB_GID_INDEX": str(fix_idx)} if fix_idx is not None else {},
                   subject=_subject(group))

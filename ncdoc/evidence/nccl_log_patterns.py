@@ -17,7 +17,7 @@ from functools import lru_cache
 # Re-exported: the scanner reads result names and classifies through this module.
 from ncdoc.evidence.error_codes import NCCL_RESULT  # noqa: F401
 from ncdoc.evidence.nccl_log_errors import MAX_MESSAGE, Classified, classify_error  # noqa: F401
-from ncdoc.evidence.wrappers import strip_wrappers
+from ncdoc.evidence.wrappers import strip_wrappers, wrapper_end
 from ncdoc.nccl.parse import version_tuple
 
 # ---------------------------------------------------------------- block patterns (bytes)
@@ -271,13 +271,18 @@ OLD_PREFIX = re.compile(r"[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?=(?:
 BARE_WARN = re.compile(r"(?:Cuda failure (?:\d+ )?'|CUDA error \d+ '|Failed to bind NVLink SHARP \(NVLS\))")
 
 
+_WRAPPED_START = "[( |\t\x1b"
+
+
 def bare_line(line: str) -> str:
     """A pasted NCCL message body written as NCCL prints it ("NCCL INFO ..."), or the line unchanged.
     The scanner keys on "NCCL INFO|WARN" and on "Channel N : " for channel lines."""
-    m = OLD_PREFIX.match(line)
+    # behind a launcher's or shipper's prefix ("[1,0]<stdout>:", " 0: ", "[pod/x] 2024-..Z "), the line starts later
+    start = wrapper_end(line) if line[:1] in _WRAPPED_START or line[:1].isdigit() else 0
+    m = OLD_PREFIX.match(line, start)
     if m and "NCCL " not in line[:m.end() + 5]:
         return line[:m.end()] + "NCCL " + line[m.end():]
-    body = line.lstrip()
+    body = line[start:].lstrip()
     if not body or "NCCL " in line[:len(line) - len(body) + 5] or body[:1] not in "IWCRF0123456789":
         return line
     if BARE_LEVEL.match(body):

@@ -161,10 +161,16 @@ _CAP = 1000          # sign lines counted per kind: enough to weigh one kind aga
 
 
 def _count(rx: re.Pattern, text: str) -> int:
-    n = 0
-    for _ in rx.finditer(text):
+    """How many lines of `text` bear `rx` (a line with two matches counts once), up to _CAP."""
+    n, line_end = 0, -1
+    for m in rx.finditer(text):
+        if m.start() <= line_end:
+            continue
         n += 1
         if n >= _CAP:
+            break
+        line_end = text.find("\n", m.start())
+        if line_end < 0:
             break
     return n
 
@@ -200,7 +206,7 @@ def is_ras_report(s: Sample) -> int:
 
 
 def nccl_log_lines(s: Sample) -> int:
-    return _count(_NCCL_LOG, s.clean) + _count(_BARE_NCCL, s.clean) + _count(_OLD_NCCL, s.clean)
+    return max(_count(_NCCL_LOG, s.clean), _count(_BARE_NCCL, s.clean) + _count(_OLD_NCCL, s.clean))
 
 
 # A result row, or more table header lines than this, make a text nccl-tests output however many NCCL lines

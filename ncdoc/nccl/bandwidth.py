@@ -98,7 +98,7 @@ class Expectation:
     def summary(self) -> str:
         """How the expected figure was reached, in one short phrase."""
         if self.nodes == 1 and self.nvlink_busbw:
-            return f"{self.gpu_generation} NVLink, ~{self.nvlink_busbw:g} GB/s per anchors"
+            return f"{self.gpu_generation} NVLink, ~{self.nvlink_busbw:g} GB/s as published for it"
         if self.network_busbw:
             return f"{self.nics} x {self.nic_gbps:g} Gb/s NIC(s) per node, ring ~{RING_EFFICIENCY:.0%} of line rate"
         return "unknown"
@@ -266,7 +266,7 @@ def expected_bandwidth(snapshot: Snapshot | None = None, *, nic_gbps: float | No
     network = RING_EFFICIENCY * aggregate if aggregate else None
     if network is not None:
         basis.append(f"ring busbw ~{RING_EFFICIENCY:.0%} of {aggregate:g} GB/s aggregate "
-                     "(anchors.md: 92 % acceptance, 46-48 GB/s per 400G NIC, 24 GB/s per 200G)")
+                     "(NVIDIA's acceptance figures: 92 %, 46-48 GB/s per 400G NIC, 24 GB/s per 200G)")
 
     names = [gpu_name] if gpu_name else _gpu_names(snapshot)
     gen = next((g for g in (gpu_generation(n) for n in names) if g), None)

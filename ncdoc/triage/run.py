@@ -300,7 +300,8 @@ def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | 
     ev = read_evidence(paths, snapshot=snapshot, example=example, env=env)
     ctx = build_context(ev, nic_gbps=nic_gbps, nics=nics, nodes=nodes)
     rules = list(rules) if rules is not None else load_rules()
-    report = quote_verbatim(run_rules(ctx, rules), ev.texts)
+    from ncdoc.triage.evidence_lines import locate, once
+    report = once(locate(quote_verbatim(run_rules(ctx, rules), ev.texts), ev.node))
     exp = job_expectation(ctx)
     facts = build_facts(ctx, ev, exp)
     failures = observed_failures(ev)
