@@ -261,7 +261,7 @@ class LogScanner:
         cls = P.classify_error(text)
         if cls and cls.kind != "warn":
             self.state.problem(cls, text.strip(), "framework", P.Prefix(), None, lineno, text)
-        if "atchdog" in text or "NCCL_" in text:
+        if "atchdog" in text or "NCCL work" in text or "NCCL_" in text:
             framework_line(self.state.framework, text, lineno)
         if "NCCL error" in text:
             self.follow, self.follow_last_error = P.FOLLOW_UP, False

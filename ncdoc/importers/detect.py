@@ -54,9 +54,12 @@ _FRAMEWORK = re.compile(r"ProcessGroupNCCL|Watchdog caught collective operation 
 # module's /proc/driver/nvidia/version, `nvcc --version`, the driver's API-mismatch message
 _HOST_OUTPUT = re.compile(r"^max locked memory[ \t]+\(kbytes, -l\)|^core file size[ \t]+\(blocks, -c\)|"
                           r"Failed to initialize NVML: |^NVRM version: |NVML library version: |"
-                          r"^\|[ \t]*NVIDIA-SMI \d[\d.]*[ \t]+Driver Version: |NVIDIA-SMI has failed|"
+                          r"^\|?[ \t]*NVIDIA-SMI \d[\d.]*[ \t]+Driver Version: |NVIDIA-SMI has failed|"
                           r"Driver/library version mismatch|^Cuda compilation tools, release \d|NVRM: API mismatch",
                           re.M)
+# nccl-tests' own check lines (src/common.h CUDACHECK / NCCLCHECK / TESTCHECK; before 2019 without host and "Test")
+_TESTS_FAILURE = re.compile(r"(?:^|: )(?:Test )?(?:CUDA|Cuda|NCCL) failure [\w./-]+\.cu:\d+ '|"
+                            r"^ ?\.\. \S+ pid \d+: Test failure [\w./-]+:\d+", re.M)
 _IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:", re.M)
 _IBSTAT = re.compile(r"^CA '[^']+'\s*$|^\s+CA type:", re.M)
 _SHOW_GIDS = re.compile(r"^[ \t]*DEV[ \t]+PORT[ \t]+INDEX[ \t]+GID\b", re.M)
@@ -221,12 +224,12 @@ def is_nccl_log(s: Sample) -> int:
 
 
 def is_nccl_tests(s: Sample) -> int:
-    """nccl-tests output: a results table or its summary lines, its preamble; or its -J JSON."""
+    """nccl-tests output: a results table or its summary lines, its preamble, its failure lines; or its -J JSON."""
     if s.is_json:
         d = s.data       # JSON_FILE_VERSION 3: results + config
         return int(isinstance(d, dict) and isinstance(d.get("results"), list) and "schema_version" not in d
                    and ("config" in d or "nccl_version" in d or "average_bus_bandwidth" in d))
-    return _tests_table(s) + _count(_TESTS_PREAMBLE, s.clean)
+    return _tests_table(s) + _count(_TESTS_PREAMBLE, s.clean) + _count(_TESTS_FAILURE, s.clean)
 
 
 def is_framework_log(s: Sample) -> int:

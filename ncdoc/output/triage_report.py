@@ -132,21 +132,25 @@ def verdict_items(result) -> list[str]:
     return items
 
 
-def input_lines(result) -> list[str]:
-    """Each input as read: its kind, the parsers that found something in it, and notes."""
+def input_lines(result, verbose: bool = False) -> list[str]:
+    """Each input as read: its kind, the parsers that found something in it, notes; with `verbose` why it was
+    taken for that kind."""
     return [f"{i.path}: {i.kind.replace('_', ' ')}" + (f" (read as {', '.join(i.read_as)})"
                                                        if i.read_as and i.read_as != (i.kind,) else "")
-            + "".join(f"; {n}" for n in i.notes) for i in result.inputs]
+            + "".join(f"; {n}" for n in i.notes)
+            + (f"; detected: {getattr(i, 'detected', '')}" if verbose and getattr(i, "detected", "") else "")
+            for i in result.inputs]
 
 
-def render(result, fmt: str = "text", *, color="auto", show_skipped: bool = False, stream=None) -> str:
+def render(result, fmt: str = "text", *, color="auto", show_skipped: bool = False, stream=None,
+           verbose: bool = False) -> str:
     """The triage report in `fmt`; colour (text only) resolved by ncdoc.output.color.use_color."""
     if fmt == "json":
         return json.dumps(result.to_dict(), indent=2, default=str) + "\n"
     from ncdoc.output import render as render_report
     facts = facts_summary(result.facts)
     if fmt == "markdown":
-        sections = {"Verdict": verdict_items(result), "Inputs": input_lines(result)}
+        sections = {"Verdict": verdict_items(result), "Inputs": input_lines(result, verbose)}
         if facts:
             sections["Facts"] = facts
         return render_report(result.report, "markdown", title="ncdoc triage", facts=sections, skipped=show_skipped)
@@ -154,7 +158,7 @@ def render(result, fmt: str = "text", *, color="auto", show_skipped: bool = Fals
         raise ValueError(f"unknown format {fmt!r} (use one of {', '.join(FORMATS)})")
     from ncdoc.output.color import use_color
     enabled = use_color(color, stream)
-    sections = {"Inputs": input_lines(result)}
+    sections = {"Inputs": input_lines(result, verbose)}
     if facts:
         sections["Facts"] = facts
     body = render_report(result.report, "text", facts=sections, skipped=show_skipped, color=enabled)

@@ -52,6 +52,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on", choices=("error", "warning", "info", "none"), default="error",
                         help="lowest severity that makes the exit status 1 (default error)")
     parser.add_argument("--show-skipped", action="store_true", help="list the rules skipped and why")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="say why each input was taken for its kind (how many of its lines bear that kind's "
+                             "sign, and which other kinds' signs it bears); --json always carries it")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -70,5 +73,5 @@ def run(args: argparse.Namespace) -> int:
         from ncdoc.report.build import triage_page
         sys.stdout.write(triage_page(result, snapshot=args.snapshot, example=args.example))
     else:
-        sys.stdout.write(render(result, fmt, color=args.color, show_skipped=args.show_skipped))
+        sys.stdout.write(render(result, fmt, color=args.color, show_skipped=args.show_skipped, verbose=args.verbose))
     return result.exit_code(args.fail_on)
