@@ -26,7 +26,8 @@ from ncdoc.nccl.parse import version_tuple
 # message in C (AGG), so a 4096-rank log reads each distinct message once.
 _AGG_KEYS = rb"|".join([
     rb"N(?:CCL_[A-Z0-9_]+ set |ET(?:/IB ?: ?(?:GPU Direct|\[\d|Made virtual|ncclIbConnect|NCCL Dev|Data Direct)"
-    rb"|/Plugin ?: ?(?![ F])|/OFI |/(?!IB ?:|Plugin|Socket)[^:\r\n]{1,40}: GPU Direct)|VLS multicast)",
+    rb"|/Plugin ?: ?(?![ F])|/OFI |/(?!IB|Plugin|Socket)[^:\r\n]{1,40}: GPU Direct"
+    rb"|/IBext\w{0,8} ?: GPU Direct)|VLS multicast)",
     rb"cudaDriverVersion",
     rb"GPU Direct RDMA",
     rb"Initialized NET plugin",

@@ -10,10 +10,12 @@ from ncdoc.cli import rule_options as opt
 NAME = "triage"
 HELP = "explain a slow or failing NCCL job from its logs, nccl-tests output, topology and settings"
 DESCRIPTION = """\
-Give ncdoc what you have, in any mix: NCCL_DEBUG=INFO logs, nccl-tests output, launch
-scripts or env files, `nvidia-smi topo -m`, ibv_devinfo / ibstat / ibstatus / show_gids
-output, an NCCL topology XML or an ncdoc snapshot. Each file's kind is detected; everything
-is merged into one picture and checked in the order an expert works:
+Give ncdoc what you have, in any mix: NCCL_DEBUG=INFO logs (NCCL DIAG lines included),
+nccl-tests output, ncclras reports (text or -f json), framework logs (PyTorch's NCCL
+watchdog), launch scripts or env files, `nvidia-smi topo -m`, ibv_devinfo / ibstat /
+ibstatus / show_gids output, `ulimit -a` or nvidia-smi output, an NCCL topology XML or an
+ncdoc snapshot. Each file's kind is detected past launcher and log-shipper prefixes (-v says
+why); everything is merged into one picture and checked in the order an expert works:
 
   1. RDMA path or TCP fallback
   2. GPUDirect RDMA, GPU-NIC affinity and rails
@@ -21,7 +23,8 @@ is merged into one picture and checked in the order an expert works:
   4. bandwidth against what this hardware should reach
   5. settings and tuning hints
 
-The most likely cause comes first, with the evidence lines (file:line) and the fix.
+The most likely cause comes first, with the evidence lines (file:line) and the fix; when the
+inputs cannot decide (one rank, sizes too small, no NIC rate), "inconclusive" and what would.
 
 exit status: 0 no finding at or above --fail-on (default error), 1 there is one,
 2 an input cannot be used (missing, empty, binary) or bad usage; a text file of no known kind
