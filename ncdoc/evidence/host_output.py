@@ -39,8 +39,8 @@ _NVCC = re.compile(r"Cuda compilation tools, release (\d+\.\d+)")
 _ENOMEM = re.compile(r"(ibv_\w+|[Cc]ouldn't (?:register|create|allocate) \w+|Unable to (?:create|register) [\w ]{1,40}?)"
                      r"(?:\([^)]{0,80}\))?(?: failed)?: Cannot allocate memory")
 
-_MARKERS = ("locked memory", "NVML", "NVRM", "NVIDIA-SMI", "nvidia-smi", "Cuda compilation tools",
-            "Cannot allocate memory", "ii  ")
+MARKERS = ("locked memory", "NVML", "NVRM", "NVIDIA-SMI", "nvidia-smi", "Cuda compilation tools",
+           "Cannot allocate memory", "ii  ")
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ class HostOutput:
 
 def has_host_output(text: str) -> bool:
     """Cheap test: could `text` hold any of it (so a large log is not read line by line for nothing)."""
-    return any(m in text for m in _MARKERS)
+    return any(m in text for m in MARKERS)
 
 
 def parse_host_output(lines: Iterable[str], source: str = "") -> HostOutput:
@@ -172,4 +172,4 @@ def driver_branch(version: str | None) -> int | None:
     return int(head) if head.isdigit() else None
 
 
-__all__ = ["HostOutput", "Registration", "parse_host_output", "parse_host_numbered", "has_host_output", "driver_branch"]
+__all__ = ["MARKERS", "HostOutput", "Registration", "parse_host_output", "parse_host_numbered", "has_host_output", "driver_branch"]

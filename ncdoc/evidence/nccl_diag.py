@@ -38,6 +38,7 @@ _INCOMPLETE = re.compile(r"diagnostics incomplete, gathered (\d+)/(\d+) ranks")
 _DONE = re.compile(r"diagnostics completed in ([\d.]+) ms across (\d+) (ranks|RAS peers)")
 
 MAX_LINES = 128
+MARKERS = ("NCCL DIAG",)          # what a text must hold for this parser to find anything
 
 _HARDWARE_CHECKS = ("ECC", "Xid/SXid", "NVLink")
 _CONFIG_CHECKS = ("NCCL environment", "CUDA driver version", "GPU inventory", "NVIDIA graphics driver version")
@@ -188,4 +189,4 @@ def p2p_counts(line: DiagLine) -> tuple[int, int] | None:
     return (int(m.group(1)), int(m.group(2))) if m else None
 
 
-__all__ = ["DiagLine", "DiagReport", "parse_nccl_diag", "parse_diag_numbered", "env_var_of", "net_outlier", "p2p_counts"]
+__all__ = ["MARKERS", "DiagLine", "DiagReport", "parse_nccl_diag", "parse_diag_numbered", "env_var_of", "net_outlier", "p2p_counts"]

@@ -42,13 +42,13 @@ def _parse_run_text(lines: Sequence[str], path: str) -> tuple[Any | None, Any | 
     return (log if _has_log(log) else None), (tests if _has_tests(tests) else None)
 
 
-# Block markers of the reports read beside the log and nccl-tests parsers: a block without one is not
-# handed to them, so a large log costs them one bytes.find per block.
-_REPORT_MARKERS = {"diag": (b"NCCL DIAG",),
-                   "ras": (b"RAS ", b"Communicators...", b"Job summary", b"considered dead", b"PEER_DEAD",
-                           b"Missing communicator data", b"operation counts", b"have different status"),
-                   "host": (b"locked memory", b"NVML", b"NVRM", b"NVIDIA-SMI", b"Cuda compilation tools",
-                            b"Cannot allocate memory")}
+def _markers() -> dict[str, tuple[bytes, ...]]:
+    """What a text must hold for each report parser beside the log and nccl-tests parsers to find anything (the
+    parsers' own markers): a block without one is not handed to it, so a large log costs one find per block."""
+    from ncdoc.evidence.host_output import MARKERS as HOST
+    from ncdoc.evidence.nccl_diag import MARKERS as DIAG
+    from ncdoc.evidence.ras_report import MARKERS as RAS
+    return {k: tuple(m.encode() for m in v) for k, v in (("ras", RAS), ("diag", DIAG), ("host", HOST))}
 
 
 def _reports(numbered_by_kind: dict[str, list], path: str) -> dict[str, tuple]:
@@ -70,7 +70,7 @@ def _report_lines(text: str, lines: Sequence[str]) -> dict[str, list]:
     """Each report parser's input from a held text: all its lines, for the kinds the text has a marker of."""
     numbered = None
     out: dict[str, list] = {}
-    for kind, markers in _REPORT_MARKERS.items():
+    for kind, markers in _markers().items():
         if any(m.decode() in text for m in markers):
             if numbered is None:
                 numbered = list(enumerate(lines, 1))
@@ -85,14 +85,15 @@ def _stream_run_file(path: str) -> tuple[Any | None, Any | None, dict[str, tuple
     from ncdoc.evidence.nccl_tests import parse_nccl_tests
     from ncdoc.evidence.textfile import iter_file_blocks
     scanner = LogScanner()
-    kept: dict[str, list] = {k: [] for k in _REPORT_MARKERS}
+    markers_of = _markers()
+    kept: dict[str, list] = {k: [] for k in markers_of}
     base = [0]
 
     def lines():
         for block in iter_file_blocks(path):
             scanner.feed(block)
             text = block.decode("utf-8", "replace").splitlines()
-            for kind, markers in _REPORT_MARKERS.items():
+            for kind, markers in markers_of.items():
                 if len(kept[kind]) < _MAX_STREAMED_REPORT_LINES and any(m in block for m in markers):
                     kept[kind].extend(enumerate(text, base[0] + 1))
             base[0] += len(text)

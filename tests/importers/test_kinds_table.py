@@ -75,7 +75,8 @@ def test_a_binary_file_is_one_clear_line(tmp_path):
     assert str(exc.value) == f"{core}: cannot be read as evidence: it is binary (it contains NUL bytes), not text"
 
 
-@pytest.mark.parametrize("kind,path", [c for c in CASES if c[0] in ("nccl_log", "nccl_tests")
+@pytest.mark.parametrize("kind,path", [c for c in CASES if c[0] in ("nccl_log", "nccl_tests", "ras_report",
+                                                                   "framework_log", "host_output")
                                        and not c[1].endswith(".json")], ids=lambda c: str(c))
 def test_a_large_run_file_is_read_once(monkeypatch, tmp_path, kind, path):
     import ncdoc.importers.inputs as inputs
@@ -98,3 +99,5 @@ def test_a_large_run_file_is_read_once(monkeypatch, tmp_path, kind, path):
     # streamed or held whole, the parsers find the same
     assert [x.to_facts() for x in reading.logs] == [x.to_facts() for x in small.logs]
     assert [x.to_facts() for x in reading.tests] == [x.to_facts() for x in small.tests]
+    for part in ("ras", "diag", "host"):
+        assert [x.to_facts() for x in getattr(reading, part)] == [x.to_facts() for x in getattr(small, part)]
