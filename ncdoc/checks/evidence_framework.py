@@ -64,12 +64,32 @@ def _ras_view(ctx: Context) -> str:
     return ""
 
 
+def _without_work_record(ctx: Context, log, fw) -> Hit:
+    """The watchdog's progress line or its heartbeat monitor, without the timed-out work record."""
+    if fw.progress:
+        p = fw.progress[0]
+        msg = (f"PyTorch's NCCL watchdog stopped rank {p.rank} at collective #{p.seq} (enqueued up to #{p.last_enqueued}, "
+               f"completed up to #{p.last_completed}): a collective did not finish in time")
+        ev = cite(log, [x.evidence for x in fw.progress], 3)
+    else:
+        msg = (f"PyTorch's NCCL watchdog thread itself was stuck for {fw.stuck_s} s (the heartbeat monitor kills the "
+               "process then): a CUDA or NCCL call it waits on hung - a GPU that stopped responding, or an NCCL "
+               "abort that blocks")
+        ev = cite(log, [fw.stuck_line], 1)
+    return Hit(msg + "; NCCL's own lines or every rank's stack show which", ev,
+               fix="Dump every rank's stacks while it hangs (py-spy dump), turn on the flight recorder "
+                   "(TORCH_NCCL_TRACE_BUFFER_SIZE=2000 TORCH_NCCL_DUMP_ON_TIMEOUT=1), and check dmesg for Xid errors "
+                   "on the GPUs.", subject="watchdog")
+
+
 @check("framework_watchdog_timeout")
 def framework_watchdog_timeout(ctx: Context):
     """PyTorch's ProcessGroupNCCL watchdog gave up on a collective: what the work records across ranks show."""
     for log in ctx.logs:
         fw = log.framework
         if not fw.timeouts:
+            if fw.progress or fw.stuck_s:
+                yield _without_work_record(ctx, log, fw)
             continue
         ts = list(fw.timeouts)
         first = ts[0]

@@ -78,12 +78,15 @@ def cuda_driver_too_old(ctx: Context):
     """CUDA error 35 (driver older than the runtime), or an NCCL built for a CUDA major release the driver does
     not run."""
     errors = [e for e in cuda_errors(ctx) if e.code in (35, 222)]
+    said = [h for h in _hosts(ctx) if h.driver_too_old or h.insufficient_driver]   # a framework's own words
     build, built_where = _build(ctx)
     branch, driver_cuda, driver_where = _driver(ctx)
-    if not errors:
-        # no error seen: only a build for a newer CUDA major release than the driver runs is certain to fail
-        if not (build and driver_cuda and build[0] > driver_cuda[0]):
-            return
+    if said and driver_cuda is None:
+        driver_cuda = next((cv.version(h.driver_too_old) for h in said if h.driver_too_old), None)
+        driver_where = driver_where or (f"the driver (CUDA {cv.text(driver_cuda)}, as the framework found it)"
+                                        if driver_cuda else "")
+    if not errors and not said and not (build and driver_cuda and build[0] > driver_cuda[0]):
+        return          # no error seen: only a build for a newer CUDA major release than the driver runs must fail
     runs = f"{driver_where} runs CUDA up to {cv.text(driver_cuda)}" if driver_cuda and driver_where else ""
     need = cv.min_driver_for_cuda(build)
     parts = []
@@ -92,6 +95,8 @@ def cuda_driver_too_old(ctx: Context):
         parts.append(f"CUDA error {e.code} ('{e.text}') from {'nccl-tests' if e.origin == 'tests' else 'NCCL'}"
                      + (f" at {e.where}" if e.where else "") + ": the installed NVIDIA driver is older than the CUDA "
                      "runtime the job loads")
+    elif said:
+        parts.append("the framework reports the NVIDIA driver too old for the CUDA runtime it was built with")
     else:
         parts.append(f"{built_where} needs a driver for CUDA {build[0]}.x, but the driver runs CUDA "
                      f"{cv.text(driver_cuda)}: CUDA calls fail with 'driver version is insufficient'")
@@ -99,7 +104,8 @@ def cuda_driver_too_old(ctx: Context):
         parts.append(runs)
     if build and errors:
         parts.append(f"the job uses {built_where}")
-    ev = merge_evidence(cite_cuda(errors, 2), *(_host_ev(h, "smi", "kernel_module", "nvcc") for h in _hosts(ctx)),
+    ev = merge_evidence(cite_cuda(errors, 2),
+                        *(_host_ev(h, "driver_too_old", "smi", "kernel_module", "nvcc") for h in _hosts(ctx)),
                         *(cite_kind(log, "nccl_version", limit=1) for log in ctx.logs))
     fix = ("Upgrade the NVIDIA driver" + (f" to branch {need} or newer (CUDA {cv.text(build)} needs it)" if need else "")
            + ", or use a build of the framework / NCCL / nccl-tests for the CUDA the driver runs (nvidia-smi's "
@@ -154,14 +160,18 @@ def nccl_missing_gpu_arch(ctx: Context):
     """A CUDA error that says the binary has no kernel for this GPU ('named symbol not found' when NCCL looks up
     its kernels, 'no kernel image is available', 'invalid device function')."""
     errors = [e for e in cuda_errors(ctx) if e.code in _ARCH_CODES]
+    framework = [h for h in _hosts(ctx) if h.gpu_sm]
     if not errors:
+        if framework:
+            yield _framework_arch(framework[0])
         return
     e = errors[0]
     tests_kernel = e.origin == "tests"
     what = "nccl-tests (its own kernels)" if tests_kernel else "NCCL"
-    gpu = gpu_name(ctx) or next((g.name for g in (ctx.snapshot.gpus.gpus if ctx.snapshot else ())), None)
+    gpu = gpu_name(ctx) or next((g.name for g in (ctx.snapshot.gpus.gpus if ctx.snapshot else ())), None) or next(
+        (h.gpu_name for h in framework), None)
     cc = next((g.compute_capability for g in (ctx.snapshot.gpus.gpus if ctx.snapshot else ()) if
-               g.compute_capability), None) or cv.gpu_arch(gpu)
+               g.compute_capability), None) or next((_cc(h.gpu_sm) for h in framework), None) or cv.gpu_arch(gpu)
     build, built_where = _build(ctx)
     msg = (f"CUDA error {e.code} ('{e.text}') from {what}" + (f" at {e.where}" if e.where else "")
            + ": the library was built without kernels for this GPU's architecture"
@@ -184,6 +194,24 @@ def nccl_missing_gpu_arch(ctx: Context):
              "(NCCL_DEBUG=VERSION, LD_LIBRARY_PATH): another package may bring an older one.")
     ev = merge_evidence(cite_cuda(errors, 2), *(cite_kind(log, "nccl_version", limit=1) for log in ctx.logs))
     yield Hit(msg, ev, fix=fix, subject="gpu-arch")
+
+
+def _cc(sm: str) -> str:
+    """"12.0" of sm_120 / "120", "9.0" of "90"."""
+    return f"{sm[:-1]}.{sm[-1]}" if sm and sm.isdigit() and len(sm) >= 2 else sm
+
+
+def _framework_arch(h) -> Hit:
+    """The framework says its build has no kernels for the GPU: the NCCL it bundles is built for the same list."""
+    archs = " ".join(h.framework_archs)
+    return Hit(f"the framework build has no kernels for {h.gpu_name or 'this GPU'} (compute capability {_cc(h.gpu_sm)})"
+               + (f": it supports {archs}" if archs else "")
+               + "; the NCCL it bundles is built for the same architectures, so collectives fail with 'named symbol "
+                 "not found' or 'no kernel image is available'",
+               tuple(Evidence(c.text.strip(), h.source, c.line) for c in h.evidence.get("gpu_arch", ())[:2]),
+               fix="Install the framework build for a CUDA that supports this GPU (for Blackwell, CUDA 12.8 or newer "
+                   "wheels) together with its NCCL; check which libnccl the process loads.",
+               severity="warning", subject="gpu-arch")
 
 
 # ---------------------------------------------------------------- the locked-memory limit

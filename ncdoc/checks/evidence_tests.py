@@ -311,6 +311,27 @@ def two_node_tree_overstates(ctx: Context):
 
 # ---------------------------------------------------------------- ranks and GPUs
 
+_MOST_GPUS = 16          # no host NCCL runs on has more GPUs than this
+
+
+def _gpus_asked(ctx: Context, t: Any) -> tuple[str, Evidence] | None:
+    """What the pasted command line asks of each host, when that is more GPUs than it can have: processes per host
+    x -g x -t of nccl-tests (each process drives -g x -t GPUs of its own)."""
+    cmd = getattr(t, "command", None) or {}
+    per, g, th = cmd.get("per_host"), cmd.get("ngpus") or 1, cmd.get("nthreads") or 1
+    if not per or per * g * th <= 1:
+        return None
+    want = per * g * th
+    snap = ctx.snapshot
+    have = len(snap.gpus.gpus) if snap is not None and snap.gpus.status.known and snap.gpus.gpus else None
+    if have is not None and want <= have or have is None and want <= _MOST_GPUS:
+        return None
+    limit = f"the host has {have}" if have is not None else "more than any host has"
+    return (f"the command runs {per} processes per host with -g {g}" + (f" -t {th}" if th > 1 else "")
+            + f", {want} GPUs per host ({limit})",
+            Evidence(cmd.get("text", ""), getattr(t, "source", ""), cmd.get("line") or None))
+
+
 @check("gpu_oversubscription")
 def gpu_oversubscription(ctx: Context):
     """More processes on a host than it has GPUs: several processes listed on one GPU, or processes whose GPU
@@ -325,9 +346,13 @@ def gpu_oversubscription(ctx: Context):
         shared = {k: v for k, v in by_gpu.items() if len(v) > 1}
         ordinal = [f for f in getattr(t, "failures", ()) or () if f.kind == "cuda" and f.error_name ==
                    "cudaErrorInvalidDevice"]
-        if not shared and not ordinal:
+        asked = _gpus_asked(ctx, t)
+        if not shared and not ordinal and not asked:
             continue
         parts, ev = [], []
+        if asked:
+            parts.append(asked[0])
+            ev.append(asked[1])
         if shared:
             (run, host, gpu), pids = max(shared.items(), key=lambda kv: len(kv[1]))
             parts.append(f"{len(pids)} processes on {host} use the same GPU ({gpu})"

@@ -39,8 +39,17 @@ _NVCC = re.compile(r"Cuda compilation tools, release (\d+\.\d+)")
 _ENOMEM = re.compile(r"(ibv_\w+|[Cc]ouldn't (?:register|create|allocate) \w+|Unable to (?:create|register) [\w ]{1,40}?)"
                      r"(?:\([^)]{0,80}\))?(?: failed)?: Cannot allocate memory")
 
+# PyTorch's own words for the driver and the GPU (torch/cuda/__init__.py): "The NVIDIA driver on your system is too old
+# (found version 11040)", "<GPU> with CUDA capability sm_120 is not compatible with the current PyTorch installation.
+# The current PyTorch install supports CUDA capabilities sm_50 sm_60 ... sm_90."
+_TORCH_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d+)\)")
+_TORCH_ARCH = re.compile(r"(\S.*?) with CUDA capability sm_(\d+) is not compatible with the current PyTorch installation")
+_TORCH_SUPPORTS = re.compile(r"supports CUDA capabilities ((?:sm_\d+\s*)+)")
+_INSUFFICIENT = "CUDA driver version is insufficient for CUDA runtime version"
+
 MARKERS = ("locked memory", "NVML", "NVRM", "NVIDIA-SMI", "nvidia-smi", "Cuda compilation tools",
-           "Cannot allocate memory", "ii  ")
+           "Cannot allocate memory", "ii  ", "driver on your system is too old", "driver version is insufficient",
+           "is not compatible with the current PyTorch installation", "supports CUDA capabilities")
 
 
 @dataclass(frozen=True)
@@ -68,13 +77,19 @@ class HostOutput:
     packages: dict[str, str] = field(default_factory=dict)   # driver package -> version (dpkg -l)
     nvcc: str | None = None                # the CUDA toolkit nvcc reports
     registrations: tuple[Registration, ...] = ()
+    driver_too_old: str | None = None      # the CUDA version a framework found the driver at ("11.4"), saying it is too old
+    insufficient_driver: bool = False      # "CUDA driver version is insufficient ..." outside NCCL's and nccl-tests' lines
+    gpu_name: str | None = None            # a framework's "<GPU> with CUDA capability sm_N is not compatible ..."
+    gpu_sm: str | None = None              # "120"
+    framework_archs: tuple[str, ...] = ()  # what the framework build has kernels for ("sm_50", ..., "sm_90")
     evidence: dict[str, tuple[Citation, ...]] = field(default_factory=dict)
 
     @property
     def empty(self) -> bool:
         return not (self.memlock_kib is not None or self.memlock_unlimited is not None or self.nvml_error
                     or self.nvml_library or self.kernel_module or self.driver_version or self.smi_failed
-                    or self.packages or self.nvcc or self.registrations or self.smi_rc is not None)
+                    or self.packages or self.nvcc or self.registrations or self.smi_rc is not None
+                    or self.driver_too_old or self.insufficient_driver or self.gpu_sm)
 
     @property
     def userspace_versions(self) -> dict[str, str]:
@@ -96,6 +111,8 @@ class HostOutput:
                 "driver_version": self.driver_version, "smi_cuda": self.smi_cuda, "smi_failed": self.smi_failed,
                 "smi_rc": self.smi_rc, "driver_packages": dict(self.packages), "nvcc": self.nvcc,
                 "registration_failures": [{"call": r.call, "text": r.text, "line": r.line} for r in self.registrations],
+                "driver_too_old": self.driver_too_old, "insufficient_driver": self.insufficient_driver,
+                "gpu_name": self.gpu_name, "gpu_sm": self.gpu_sm, "framework_archs": list(self.framework_archs),
                 "evidence": {k: [e.to_dict() for e in v] for k, v in self.evidence.items()}}
 
 
@@ -161,6 +178,22 @@ def parse_host_numbered(numbered: Iterable[tuple[int, str]], source: str = "") -
             if len(regs) < 16:
                 regs.append(Registration(m.group(1), s[:200], n))
             book.add("registration", n, text)
+        elif (m := _TORCH_OLD.search(s)):
+            code = int(m.group(1))
+            f["driver_too_old"] = f"{code // 1000}.{code % 1000 // 10}"
+            book.add("driver_too_old", n, text)
+        elif _INSUFFICIENT in s and "NCCL WARN" not in s and "failure" not in s:
+            f["insufficient_driver"] = True         # NCCL's and nccl-tests' own lines are read by their parsers
+            book.add("driver_too_old", n, text)
+        elif (m := _TORCH_ARCH.search(s)):
+            f["gpu_name"], f["gpu_sm"] = m.group(1).strip().rsplit(" with", 1)[0], m.group(2)
+            book.add("gpu_arch", n, text)
+            sup = _TORCH_SUPPORTS.search(s)
+            if sup:
+                f["framework_archs"] = tuple(sup.group(1).split())
+        elif (m := _TORCH_SUPPORTS.search(s)):
+            f["framework_archs"] = tuple(m.group(1).split())
+            book.add("gpu_arch", n, text)
     return HostOutput(source=source, packages=packages, registrations=tuple(regs), evidence=book.freeze(), **f)
 
 

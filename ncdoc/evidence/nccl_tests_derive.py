@@ -79,7 +79,7 @@ def derive(f: dict, rows: list[Row], devices: list[Device], columns: tuple, per_
         errors=tuple(f["errors"]), bus_factor=factor, n_implied=_n_implied(factor),
         nccl_lines=f["nccl_lines"], env=dict(f.get("env", {})), run_summaries=_run_summaries(f, rows, devices),
         failures=tuple(f.get("failures", ())), failures_seen=f.get("failures_seen", 0),
-        failure_note=f.get("failure_note"), evidence=book.freeze())
+        failure_note=f.get("failure_note"), command=dict(f.get("command") or {}), evidence=book.freeze())
 
 
 def _run_summaries(f: dict, rows: list[Row], devices: list[Device]) -> tuple[dict[str, Any], ...]:

@@ -134,6 +134,8 @@ class NcclTestsFacts:
     failures: tuple[Failure, ...] = ()  # "Test CUDA/NCCL failure" and " .. Test failure" lines, in order
     failures_seen: int = 0             # all failure lines, also those not kept in `failures`
     failure_note: Citation | None = None   # the free-text line that explains the first failure
+    command: dict[str, Any] = field(default_factory=dict)   # the command line pasted with it: test, ngpus, nthreads,
+                                                            # per_host (processes per host), line, text
     evidence: dict[str, tuple[Citation, ...]] = field(default_factory=dict)
 
     def to_facts(self) -> dict[str, Any]:
@@ -202,5 +204,6 @@ def tests_facts_dict(f: NcclTestsFacts) -> dict[str, Any]:
                      for x in f.failures],
         "failures_seen": f.failures_seen,
         "failure_note": f.failure_note.to_dict() if f.failure_note is not None else None,
+        "command": dict(f.command),
         "evidence": {k: [e.to_dict() for e in v] for k, v in f.evidence.items()},
     }

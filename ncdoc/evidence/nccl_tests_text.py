@@ -65,6 +65,8 @@ class TextParser:
         self.failures_seen = 0
         self.free_text: list[tuple[int, str]] = []   # free-text lines since the last table/comment line
         self.note: Citation | None = None
+        self.command_part = ""                       # a command line being joined over its continuation lines
+        self.command_line = 0
 
     def line(self, number_: int, raw: str) -> None:
         if "NCCL INFO" in raw or "NCCL WARN" in raw or "NCCL TRACE" in raw:
@@ -93,13 +95,45 @@ class TextParser:
         failure = parse_failure(s, number_)
         if failure is not None:
             self._failure(failure)
-        elif s[0].isdigit():
+            return
+        if self.command_part or "_perf" in s or s.endswith("\\"):
+            self._command(number_, s)
+        if s[0].isdigit():
             self._row(number_, text, s)
             self.free_text.clear()
         elif len(self.free_text) < _NOTE_LINES:
             self.free_text.append((number_, s))
         else:
             self.free_text = self.free_text[1:] + [(number_, s)]
+
+    def _command(self, n: int, s: str) -> None:
+        """The command line that ran the test (pasted above its output), continuation lines joined: how many
+        GPUs each process drives (-g, -t) and how many processes each host runs."""
+        self.command_part = (self.command_part + " " + s.rstrip("\\")) if self.command_part else s.rstrip("\\")
+        if not self.command_line:
+            self.command_line = n
+        if s.endswith("\\"):
+            return
+        cmd, self.command_part = self.command_part, ""
+        m = _BINARY.search(cmd)
+        if m is None:
+            self.command_line = 0
+            return
+        got: dict[str, Any] = {"test": m.group(1), "line": self.command_line, "text": cmd[:300]}
+        self.command_line = 0
+        for key, rx in _COMMAND_OPTIONS:
+            v = rx.search(cmd, m.end())
+            if v:
+                got[key] = int(v.group(1))
+        head = cmd[:m.start()]
+        per = _PER_HOST.search(head) or (_MPI_PER_NODE.search(head) if _MPIRUN.search(head) else None)
+        if per:
+            got["per_host"] = int(per.group(1))
+        else:
+            slots = _HOST_SLOTS.findall(head)
+            if slots and len(set(slots)) == 1:
+                got["per_host"] = int(slots[0])
+        self.f["command"] = got
 
     def _failure(self, failure: Failure) -> None:
         self.failures_seen += 1
@@ -292,6 +326,16 @@ def parse_failure(text: str, line: int = 0) -> Failure | None:
 
 
 _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+
+# the nccl-tests command line (src/common.cu options) and the launcher's processes per host
+_BINARY = re.compile(r"(?:^|[\s/])(\w+?)_perf(?:_mpi)?(?=\s|$)")
+_COMMAND_OPTIONS = (("ngpus", re.compile(r"\s(?:-g|--ngpus)(?:=|\s*)(\d+)")),
+                    ("nthreads", re.compile(r"\s(?:-t|--nthreads)(?:=|\s*)(\d+)")))
+_PER_HOST = re.compile(r"(?:-npernode|--npernode|--ntasks-per-node|--nproc[-_]per[-_]node|-ppn|--map-by\s+ppr:)"
+                       r"(?:=|\s+)?(\d+)")
+_MPIRUN = re.compile(r"\b(?:mpirun|mpiexec|orterun)\b")
+_MPI_PER_NODE = re.compile(r"\s-N\s+(\d+)")          # Open MPI's -N is processes per node (srun's is nodes)
+_HOST_SLOTS = re.compile(r"[\w.\-]+:(\d+)(?=[,\s]|$)")
 
 
 def number(token: str) -> float | None:

@@ -386,12 +386,15 @@ def _json_rank_issues(c: dict, comm_hash: str) -> list[RasCommIssue]:
 
 
 # Cheap tests for whether a text can hold a RAS report or RAS log lines at all.
-MARKERS = ("RAS ", "Communicators...", "Job summary", "considered dead", "PEER_DEAD", "Missing communicator data",
-           "compiled with CUDA", "operation counts", "have different status")
+# the report's own sections and entries, which need the lines around them; RAS lines of a log read alone
+REPORT_MARKERS = ("Communicators...", "Job summary", "considered dead", "Missing communicator data",
+                  "compiled with CUDA", "operation counts", "have different status", "errors on ", "ranks reported")
+MARKERS = REPORT_MARKERS + ("RAS ", "PEER_")
 
 
 def has_ras(text: str) -> bool:
     return any(m in text for m in MARKERS)
 
 
-__all__ = ["parse_ras_text", "parse_ras_numbered", "parse_ras_json", "has_ras", "MARKERS", "MAX_ITEMS"]
+__all__ = ["parse_ras_text", "parse_ras_numbered", "parse_ras_json", "has_ras", "MARKERS", "REPORT_MARKERS",
+           "MAX_ITEMS"]

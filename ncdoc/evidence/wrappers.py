@@ -39,6 +39,10 @@ _LAYERS = (
     r"\((?:[\w.\-]{1,64} )?pid=\d{1,10}(?:, ip=[\d.:a-fA-F]{1,40})?\)",   # Ray workers
     r"\(raylet(?:, ip=[\d.:a-fA-F]{1,40})?\)",
     r"\d{1,6}: ",                                              # srun --label, test runners
+    r"[\w.\-]{1,64}[ \t]+\|[ \t]",                              # docker compose "worker-1  | "
+    # pdsh / clush "node01: " - only before what a program prints at the start of a line: a comment or a table
+    # row of nccl-tests, NCCL's "host:pid:tid " (a failure line's own "host: Test ..." stays)
+    r"[\w.\-]{1,64}: (?=#|[ \t]*\d|[\w.\-]{1,64}:\d{1,10}:\d{1,10} )",
 )
 _WRAPPER = re.compile("(?:" + "|".join(_LAYERS) + ")+")
 

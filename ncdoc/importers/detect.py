@@ -44,7 +44,7 @@ _RAS_REPORT = re.compile(r"^(?:Job summary|Communicators\.\.\..*|Errors|Warnings
                          r"^NCCL version \S+ compiled with CUDA \d|^CUDA runtime version \d+, driver version \d+|"
                          r"^[ \t]+Missing communicator data from \d|considered dead \(unreachable via the RAS network\)|"
                          r"^#\d+-\d+ \([0-9a-f]{16}\) (?:INCOMPLETE|MISMATCH|ERROR)|"
-                         r"^\[[^\]]{4,40}\] PEER_(?:DEAD|NEW|CONNECTING): |^RAS Monitor Mode", re.M)
+                         r"^(?:\[[^\]]{4,40}\] )?PEER_(?:DEAD|NEW|CONNECTING): |^RAS Monitor Mode", re.M)
 # PyTorch ProcessGroupNCCL / c10d and the frameworks around it (DeepSpeed, Lightning, vLLM) reporting on
 # NCCL collectives: the watchdog, its work records, distributed errors
 _FRAMEWORK = re.compile(r"ProcessGroupNCCL|Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=|"
@@ -55,7 +55,8 @@ _FRAMEWORK = re.compile(r"ProcessGroupNCCL|Watchdog caught collective operation 
 _HOST_OUTPUT = re.compile(r"^max locked memory[ \t]+\(kbytes, -l\)|^core file size[ \t]+\(blocks, -c\)|"
                           r"Failed to initialize NVML: |^NVRM version: |NVML library version: |"
                           r"^\|?[ \t]*NVIDIA-SMI \d[\d.]*[ \t]+Driver Version: |NVIDIA-SMI has failed|"
-                          r"Driver/library version mismatch|^Cuda compilation tools, release \d|NVRM: API mismatch",
+                          r"Driver/library version mismatch|^Cuda compilation tools, release \d|NVRM: API mismatch|"
+                          r"NVIDIA driver on your system is too old|not compatible with the current PyTorch installation",
                           re.M)
 # nccl-tests' own check lines (src/common.h CUDACHECK / NCCLCHECK / TESTCHECK; before 2019 without host and "Test")
 _TESTS_FAILURE = re.compile(r"(?:^|: )(?:Test )?(?:CUDA|Cuda|NCCL) failure [\w./-]+\.cu:\d+ '|"

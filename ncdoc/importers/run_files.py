@@ -67,15 +67,24 @@ def _reports(numbered_by_kind: dict[str, list], path: str) -> dict[str, tuple]:
 
 
 def _report_lines(text: str, lines: Sequence[str]) -> dict[str, list]:
-    """Each report parser's input from a held text: all its lines, for the kinds the text has a marker of."""
-    numbered = None
+    """Each report parser's input from a held text, for the kinds the text has a marker of: the lines that hold
+    one of its markers (every line a DIAG or host parser reads does; a RAS report's sections need all lines)."""
     out: dict[str, list] = {}
     for kind, markers in _markers().items():
-        if any(m.decode() in text for m in markers):
-            if numbered is None:
-                numbered = list(enumerate(lines, 1))
-            out[kind] = numbered
+        words = [m.decode() for m in markers]
+        if not any(w in text for w in words):
+            continue
+        if kind == "ras" and _ras_report_in(text):
+            out[kind] = list(enumerate(lines, 1))
+        else:
+            out[kind] = [(n, x) for n, x in enumerate(lines, 1) if any(w in x for w in words)]
     return out
+
+
+def _ras_report_in(text: str) -> bool:
+    """Whether the text holds an ncclras report's sections (not only RAS lines of a log)."""
+    from ncdoc.evidence.ras_report import REPORT_MARKERS
+    return any(m in text for m in REPORT_MARKERS)
 
 
 def _stream_run_file(path: str) -> tuple[Any | None, Any | None, dict[str, tuple]]:
@@ -95,7 +104,10 @@ def _stream_run_file(path: str) -> tuple[Any | None, Any | None, dict[str, tuple
             text = block.decode("utf-8", "replace").splitlines()
             for kind, markers in markers_of.items():
                 if len(kept[kind]) < _MAX_STREAMED_REPORT_LINES and any(m in block for m in markers):
-                    kept[kind].extend(enumerate(text, base[0] + 1))
+                    words = [m.decode() for m in markers]
+                    whole = kind == "ras" and _ras_report_in(block.decode("utf-8", "replace"))
+                    kept[kind].extend((n, x) for n, x in enumerate(text, base[0] + 1)
+                                      if whole or any(w in x for w in words))
             base[0] += len(text)
             yield from text
 
