@@ -46,6 +46,8 @@ class ShellReader:
                 parts[-1] = parts[-1][:-1]
                 i += 1
                 parts.append(lines[i])
+            if parts[-1].endswith("\\"):       # a pasted piece of a longer command: it went on past the paste
+                parts[-1] = parts[-1][:-1]
             i += 1
             logical = " ".join(parts)
             starts = _starts(parts, first)

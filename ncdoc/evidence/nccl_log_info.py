@@ -17,6 +17,7 @@ from ncdoc.evidence.nccl_log_net import (
     socket_line,
 )
 from ncdoc.evidence.nccl_log_state import CommTally, RankTally, ScanState
+from ncdoc.evidence.wrappers import drop_repeat_suffix
 
 _CROSS_NIC = re.compile(r"crossNic (\d+)")
 MAX_SMALL = 64            # small sets: ranks and directions without GDR
@@ -24,6 +25,8 @@ MAX_SMALL = 64            # small sets: ranks and directions without GDR
 
 def handle_info(st: ScanState, pre: P.Prefix, rank: RankTally | None, msg: str, lineno: int,
                 text: str) -> tuple | None:
+    if "cluster]" in msg:           # Ray folded this line from several workers: read what NCCL printed
+        msg = drop_repeat_suffix(msg)
     if " -> " in msg:
         tr = P.parse_trace(msg)
         if tr:

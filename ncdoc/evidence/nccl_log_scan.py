@@ -24,6 +24,7 @@ from ncdoc.evidence.nccl_log_model import LogFacts
 from ncdoc.evidence.nccl_log_net import SEEN as _SEEN
 from ncdoc.evidence.nccl_log_net import apply_cached as _apply
 from ncdoc.evidence.nccl_log_state import ScanState
+from ncdoc.evidence.wrappers import drop_repeat_suffix
 
 _CACHEABLE = 512          # longer messages are read each time rather than kept as cache keys
 
@@ -191,7 +192,7 @@ class LogScanner:
         self.state.warns += 1
         if rank:
             rank.warns += 1
-        msg = msg_raw.decode("utf-8", "replace").rstrip("\r")
+        msg = drop_repeat_suffix(msg_raw.decode("utf-8", "replace").rstrip("\r"))
         text = block[ls:le].decode("utf-8", "replace").rstrip("\r")
         self.state.problem(P.classify_error(msg) or _UNCLASSIFIED, msg, "WARN", pre, rank, lineno, text)
 

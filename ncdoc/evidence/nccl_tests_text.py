@@ -15,7 +15,7 @@ from ncdoc.evidence.citation import Citation, CitationBook
 from ncdoc.evidence.error_codes import NCCL_RESULT, NCCL_RESULT_BY_TEXT, cuda_error
 from ncdoc.evidence.nccl_tests_derive import collective_name, derive, nccl_version_from_code
 from ncdoc.evidence.nccl_tests_model import Device, Failure, GroupResult, NcclTestsFacts, Row
-from ncdoc.evidence.wrappers import wrapper_end
+from ncdoc.evidence.wrappers import drop_repeat_suffix, wrapper_end
 
 MAX_ROWS = 20000
 MAX_FAILURES = 32          # failure lines kept; every process prints its own, up its call stack
@@ -82,7 +82,7 @@ class TextParser:
         m = _HOST_TAG.match(text)
         if m:
             text = text[m.end():]
-        s = text.strip()
+        s = drop_repeat_suffix(text).strip()
         if not s:
             return
         if not s.startswith("#") and _HASHLESS.match(s):

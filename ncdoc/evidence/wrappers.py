@@ -9,7 +9,8 @@ a test runner's `12: `), the log shipper (CloudWatch `  | 2024-11-28T07:42:11.52
 viewer (line numbers `[80746] `, ANSI colour codes or their remnants `[36m`), NCCL's own
 NCCL_DEBUG_TIMESTAMP_FORMAT `[2025-11-09 07:39:30] `. They stack.
 
-`strip_wrappers(line)` removes every such layer from the start of a line, so the signs of an
+`strip_wrappers(line)` removes every such layer from the start of a line (and a log deduplicator's
+count from its end), so the signs of an
 input kind and the line parsers see what the program printed. One anchored pattern of
 alternatives each starting with a literal or a bounded class, tried once per line: linear time.
 It never removes what a program prints itself at the start of its lines: NCCL's `host:pid:tid`
@@ -47,6 +48,21 @@ _LAYERS = (
 _WRAPPER = re.compile("(?:" + "|".join(_LAYERS) + ")+")
 
 
+# Ray's log deduplication folds identical lines from many workers into one and appends how many it
+# folded: " [repeated 15x across cluster]" (dimmed with ANSI codes on a terminal; the first time followed by
+# " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 ...)"). It is not part of what the program printed.
+_RAY_REPEAT = re.compile(r"(?:\x1b?\[[0-9;]{0,12}m)?[ \t]?\[repeated \d{1,9}x across cluster\]"
+                         r"(?: \(Ray deduplicates logs by default\.[^\n]{0,400}?\))?(?:\x1b?\[[0-9;]{0,12}m)?[ \t\r]*$")
+
+
+def drop_repeat_suffix(text: str) -> str:
+    """`text` without a log deduplicator's "[repeated Nx across cluster]" tail."""
+    if "across cluster]" not in text:
+        return text
+    m = _RAY_REPEAT.search(text)
+    return text[:m.start()] if m else text
+
+
 def wrapper_end(line: str) -> int:
     """Where the program's own text starts in `line` (0 when nothing wraps it)."""
     m = _WRAPPER.match(line)
@@ -58,7 +74,7 @@ def strip_wrappers(line: str) -> str:
     if not line or line[0] == "#":
         return line
     m = _WRAPPER.match(line)
-    return line[m.end():] if m else line
+    return drop_repeat_suffix(line[m.end():] if m else line)
 
 
 def unwrapped_text(text: str) -> str:
@@ -66,4 +82,4 @@ def unwrapped_text(text: str) -> str:
     return "\n".join(strip_wrappers(x) for x in text.splitlines())
 
 
-__all__ = ["strip_wrappers", "unwrapped_text", "wrapper_end"]
+__all__ = ["drop_repeat_suffix", "strip_wrappers", "unwrapped_text", "wrapper_end"]

@@ -165,3 +165,11 @@ def test_advice_lines_in_a_run_text_set_nothing():
              "[rank0]: Disable NVLS (NCCL_NVLS_ENABLE=0) if you wish to avoid this error in the future."]
     found = parse_launch_env_in_run(lines, "run.txt")
     assert [(e.value.name, e.value.value, e.value.line) for e in found.entries] == [("NCCL_NVLS_ENABLE", "1", 1)]
+
+
+def test_a_pasted_piece_of_a_command_is_shell_quoted_as_the_command_was():
+    # lines cut from the middle of a `docker run ... \` command: the last one still ends in its backslash
+    piece = "  -e NCCL_SOCKET_IFNAME='eth0' \\\n  -e NCCL_IB_HCA=\"mlx5_0,mlx5_1\" \\\n  -e NCCL_IB_DISABLE='0' \\\n"
+    got = parse_launch_env(piece)
+    assert got.as_dict() == {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_IB_HCA": "mlx5_0,mlx5_1", "NCCL_IB_DISABLE": "0"}
+    assert [v.line for v in got.values if v.name == "NCCL_IB_HCA"] == [2]

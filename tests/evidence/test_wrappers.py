@@ -121,3 +121,34 @@ def test_detection_says_why():
     # one stray table header among many NCCL lines: still a log, not nccl-tests output
     found = detection(Sample("\n".join(LOG * 5 + [TABLE[5]])))
     assert found.kind.name == "nccl_log" and "nccl-tests output (1 table or preamble line)" in found.why
+
+
+# Ray's log deduplication appends how many workers printed the same line; on a terminal the count is
+# dimmed with ANSI codes, and the first one carries Ray's note on how to turn deduplication off.
+RAY_REPEATS = {
+    "plain": " [repeated 15x across cluster]",
+    "dimmed": "\x1b[2m [repeated 7x across cluster]\x1b[0m",
+    "first, with ray's note": " [repeated 3x across cluster] (Ray deduplicates logs by default. Set "
+                              "RAY_DEDUP_LOGS=0 to disable log deduplication, or see https://docs.ray.io/en/"
+                              "master/ray-observability/user-guides/configure-logging.html#log-deduplication "
+                              "for more options.)",
+}
+
+
+@pytest.mark.parametrize("name", sorted(RAY_REPEATS))
+def test_ray_deduplication_counts_are_not_part_of_the_line(name):
+    tail = RAY_REPEATS[name]
+    wrapped = [f"(RayWorkerWrapper pid=40{i}, ip=10.0.0.{i}) " + line + tail for i, line in enumerate(LOG)]
+    got = parse_nccl_log(wrapped)
+    assert got.nccl_version == "2.21.5" and got.transport == "IB"
+    assert [(d.name, d.transport) for d in got.net_devices] == [("mlx5_0:1", "IB")]
+    assert [p.code for p in got.problems_of("ib_completion_error")] == [12]
+    table = [line if line.startswith("#") else line + tail for line in TABLE]
+    assert parse_nccl_tests(table).peak_busbw_gbps == 93.42
+    assert strip_wrappers("(pid=4012) node01:4012:4050 [0] NCCL INFO Using network Socket" + tail) == \
+        "node01:4012:4050 [0] NCCL INFO Using network Socket"
+
+
+def test_a_bracket_a_program_prints_at_the_end_is_kept():
+    line = "node01:4012:4050 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [RO]"
+    assert strip_wrappers(line) == line
