@@ -35,11 +35,10 @@ def test_a_hung_task_is_cancelled(ray_runtime, tmp_path, monkeypatch):
     def stuck(argv, env, timeout_s, node):       # a task that never returns (its node is wedged)
         time.sleep(3600)
     launcher._task = ray_runtime.remote(num_cpus=0, max_retries=0)(stuck)
-    t0 = time.monotonic()
+    # without the cancel this call would never return (the task sleeps an hour)
     runs = launcher.run_per_node(launcher.nodes(), ["true"], timeout_s=1, log_dir=str(tmp_path))
     run = next(iter(runs.values()))
     assert run.kind == "timeout" and "Ray task cancelled" in run.reason
-    assert time.monotonic() - t0 < 30
 
 
 def test_unknown_nodes_are_refused(ray_runtime):
