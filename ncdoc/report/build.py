@@ -104,7 +104,7 @@ def from_triage(result: Any) -> dict[str, Any]:
     return {"verdict": verdict, "verdict_known": True, "findings": views, "counts": counts(views),
             "skipped": tuple((s.code, s.name, s.reason) for s in result.report.skipped),
             "inputs": inputs, "facts": _facts(result.facts), "rules": rule_docs([f.code for f in views]),
-            "json_findings": len(result.report.findings)}
+            "json_findings": len(result.report.findings), "conclusion": dict(getattr(result, "conclusion", None) or {})}
 
 
 def from_rules(report: Any, stage_by_code: dict[str, str], facts: Sequence[tuple[str, str]] = ()) -> dict[str, Any]:
@@ -147,14 +147,36 @@ def _topology(parts: dict[str, Any], snap: Any, problems: list[Problem], **kw) -
         problems.append(Problem("topology", f"could not be drawn ({type(exc).__name__}: {exc})"))
 
 
+def cluster_parts(cluster: Sequence[str], problems: list[Problem]) -> tuple[Any, dict[str, Any]]:
+    """(ClusterGrid, the findings part) from `--cluster` inputs: a cluster file, folders of per-node
+    snapshots, snapshot files, or `ncdoc cluster check --json` output."""
+    from ncdoc.report.cluster_grid import load_cluster
+    from ncdoc.report.model import counts, finding_view_from_dict, rule_docs
+    got = load_cluster(cluster)
+    for where, what in got.problems:
+        problems.append(Problem(where, what))
+    if got.grid.problem:
+        problems.append(Problem(", ".join(map(str, cluster)), got.grid.problem))
+    if got.report is not None:
+        return got.grid, from_rules(got.report, got.stages)
+    if got.grid.problem:
+        return got.grid, {}
+    views = tuple(finding_view_from_dict(f) for f in got.findings_json)
+    verdict = next((v for sev in ("error", "warning") for v in views if v.severity == sev), None)
+    return got.grid, {"verdict": verdict, "verdict_known": True, "findings": views, "counts": counts(views),
+                      "rules": rule_docs([f.code for f in views]), "json_findings": len(views)}
+
+
 def build_report(paths: Sequence[str] = (), *, snapshot: str | None = None, example: str | None = None,
                  env: Sequence[str] = (), nic_gbps: float | None = None, nics: int | None = None,
-                 nodes: int | None = None, tune_dir: str | None = None, cluster: str | None = None,
-                 title: str | None = None) -> Report:
+                 nodes: int | None = None, tune_dir: str | None = None, cluster: Sequence[str] = (),
+                 cluster_tests: str | None = None, title: str | None = None) -> Report:
     from ncdoc.errors import UsageError
-    if not (paths or snapshot or example or tune_dir or cluster):
-        raise UsageError("nothing to report on: give evidence files, --snapshot, --example, --tune DIR "
-                         "or --cluster FILE")
+    if isinstance(cluster, str):
+        cluster = [cluster]
+    if not (paths or snapshot or example or tune_dir or cluster or cluster_tests):
+        raise UsageError("nothing to report on: give evidence files, --snapshot, --example, --tune DIR, "
+                         "--cluster INPUT or --cluster-test FILE")
     if snapshot and example:
         raise UsageError("give --snapshot or --example, not both")
     problems: list[Problem] = []
@@ -172,21 +194,44 @@ def build_report(paths: Sequence[str] = (), *, snapshot: str | None = None, exam
         from ncdoc.report.tune_input import read_tune_dir
         tune = tune_story(read_tune_dir(tune_dir))
         kinds.append("tune")
-    grid = None
+    grid = tests = None
     if cluster:
-        from ncdoc.report.cluster_grid import load_grid
-        grid = load_grid(cluster)
-        if grid.problem:
-            problems.append(Problem(cluster, grid.problem))
+        grid, found = cluster_parts(cluster, problems)
+        if parts:                      # beside a triage: the cross-node findings stay in the cluster section
+            parts["cluster_findings"] = found.get("findings", ())
+            parts["rules"] = parts.get("rules", ()) + tuple(
+                r for r in found.get("rules", ()) if r.code not in {x.code for x in parts.get("rules", ())})
+        else:
+            parts = found
+    if cluster_tests:
+        from ncdoc.report.cluster_grid import load_tests
+        tests = load_tests(cluster_tests)
+        if tests.problem:
+            problems.append(Problem(cluster_tests, tests.problem))
+    if cluster or cluster_tests:
         kinds.append("cluster")
     kind = " + ".join(kinds)
     host = ""
     if result is not None:
         host = next((i.path.split(":", 1)[1] for i in result.inputs if i.path.startswith("example:")), "")
-    default_title = {"tune": f"ncdoc tune: {tune_dir}", "cluster": f"ncdoc cluster: {cluster}"}.get(
+    where = ", ".join(map(str, cluster)) or str(cluster_tests)
+    default_title = {"tune": f"ncdoc tune: {tune_dir}", "cluster": f"ncdoc cluster: {where}"}.get(
         kind, "ncdoc report" + (f": {host}" if host else ""))
-    return Report(title or default_title, kind, _version(), tune=tune, cluster=grid, problems=tuple(problems),
-                  simulated=bool(tune and tune.simulated), **parts)
+    return Report(title or default_title, kind, _version(), tune=tune, cluster=grid, cluster_tests=tests,
+                  problems=tuple(problems), simulated=bool(tune and tune.simulated), **parts)
+
+
+def cluster_page(facts: Any, report: Any, stage_by_code: dict[str, str], *, title: str) -> str:
+    """`ncdoc cluster check --format html`: the cross-node findings and the drift grid."""
+    from ncdoc.report.cluster_grid import grid_from_facts, problem_parts
+    problems = [Problem(*problem_parts(p)) for p in facts.problems]
+    return render(Report(title, "cluster", _version(), cluster=grid_from_facts(facts), problems=tuple(problems),
+                         **from_rules(report, stage_by_code)))
+
+
+def tune_page(out_dir: str) -> str:
+    """`ncdoc tune --format html`: the tuning story of the folder the tune just wrote."""
+    return render(build_report(tune_dir=out_dir))
 
 
 def triage_page(result: Any, *, snapshot: str | None = None, example: str | None = None,
@@ -211,5 +256,5 @@ def render(report: Report) -> str:
     return render_template("report.html.j2", r=report)
 
 
-__all__ = ["build_report", "render", "from_triage", "from_rules", "run_triage", "node_snapshot", "triage_parts",
+__all__ = ["build_report", "render", "cluster_parts", "cluster_page", "tune_page", "from_triage", "from_rules", "run_triage", "node_snapshot", "triage_parts",
            "triage_page", "node_page"]

@@ -126,60 +126,156 @@ def busbw_chart(curves: CurveSet, chart_id: str) -> str:
         return _save(fig, chart_id)
 
 
-def history_chart(trials: Sequence[tuple[int, float | None, str]], chart_id: str, *, metric: str = "score") -> str:
-    """Each trial's score (1.0 = the baseline) and the best so far as a step line; failed trials marked at 0."""
+# The tuner's stages (ncdoc.tuner.study), each with its own marker and colour, in the order they run.
+STAGES = (("start", "baseline and start points", "s", "#7f7f7f"), ("screen", "screening", "o", "#0072B2"),
+          ("refine", "refinement", "^", "#009E73"), ("joint", "joint search", "D", "#CC79A7"))
+
+
+def _stage_style(stage: str) -> tuple[str, str, str]:
+    for key, label, marker, colour in STAGES:
+        if stage == key:
+            return label, marker, colour
+    return (stage or "search"), "v", "#E69F00"
+
+
+def history_chart(trials: Sequence[tuple[int, float | None, str, str]], chart_id: str, *,
+                  metric: str = "score") -> str:
+    """Each trial's score (1.0 = the baseline) by stage, trials stopped early as hollow markers at the
+    score of their runs so far, failed ones as crosses on the bottom edge, and the best so far as a step
+    line. The y axis spans the scores (a 2 % gain on an axis from 0 would be a flat line)."""
     matplotlib, Figure = _plt()
     with matplotlib.rc_context(_rc(matplotlib)):
-        fig = Figure(figsize=(11.0, 3.6))
+        fig = Figure(figsize=(11.0, 3.8))
         ax = fig.add_subplot()
-        done = [(n, v) for n, v, st in trials if v is not None and st == "complete"]
-        failed = [n for n, v, st in trials if st != "complete"]
+        done = [(n, v, st) for n, v, state, st in trials if v is not None and state == "complete"]
+        early = [(n, v) for n, v, state, _ in trials if v is not None and state == "stopped early"]
+        failed = [n for n, v, state, _ in trials if state in ("failed", "running", "waiting") or
+                  (v is None and state == "stopped early")]
+        values = [v for _, v, _ in done] + [v for _, v in early] + [1.0]
+        lo, hi = min(values), max(values)
+        pad = max(0.02, (hi - lo) * 0.12)
+        bottom, top = max(0.0, lo - pad), hi + pad
+        stages = list(dict.fromkeys(st for _, _, st in done))
+        for st in stages:
+            label, marker, colour = _stage_style(st)
+            pts = [(n, v) for n, v, s in done if s == st]
+            (line,) = ax.plot([n for n, _ in pts], [v for _, v in pts], linestyle="none", marker=marker,
+                              markersize=6, color=colour, label=f"{label} ({len(pts)})")
+            line.set_gid(f"complete-{st or 'search'}")
+        if early:
+            (pe,) = ax.plot([n for n, _ in early], [v for _, v in early], linestyle="none", marker="o",
+                            markersize=6, markerfacecolor="none", markeredgecolor="#555555",
+                            label=f"stopped early ({len(early)}): its runs so far")
+            pe.set_gid("stopped-early")
         if done:
-            (pts,) = ax.plot([n for n, _ in done], [v for _, v in done], linestyle="none", marker="o",
-                             markersize=5, color="#7f7f7f", label="trial")
-            pts.set_gid("series-0")
             best, xs, ys = None, [], []
-            for n, v in done:
+            for n, v, _ in sorted(done):
                 best = v if best is None or v > best else best
                 xs.append(n)
                 ys.append(best)
+            last = max(n for n, _, _, _ in trials)
+            if xs[-1] < last:
+                xs.append(last)
+                ys.append(ys[-1])
             (line,) = ax.step(xs, ys, where="post", color="#0072B2", linewidth=2, label="best so far")
-            line.set_gid("series-1")
+            line.set_gid("best-so-far")
         if failed:
-            (fx,) = ax.plot(failed, [0] * len(failed), linestyle="none", marker="x", markersize=7,
-                            color="#D55E00", label="failed or pruned")
-            fx.set_gid("series-2")
+            (fx,) = ax.plot(failed, [bottom + (top - bottom) * 0.03] * len(failed), linestyle="none", marker="x",
+                            markersize=7, color="#D55E00", label=f"failed ({len(failed)})")
+            fx.set_gid("failed")
         ax.axhline(1.0, color="#000000", linestyle="--", linewidth=1, label="baseline (1.0)")
         from matplotlib.ticker import MaxNLocator
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_xlabel("trial")
         ax.set_ylabel(metric)
-        ax.set_ylim(bottom=0)
+        ax.set_ylim(bottom, top)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9.5)
         return _save(fig, chart_id)
 
 
-def effects_chart(effects: Sequence[tuple[str, float, float | None, bool]], chart_id: str) -> str:
-    """Per variable: the score change when it is removed from the tuned env (%), ± its spread, kept or dropped."""
+def effects_chart(effects: Sequence[tuple[str, float, float | None, bool, float | None]], chart_id: str, *,
+                  noise_pct: float | None = None, confidence: str = "") -> str:
+    """Per variable: the score change when it is removed from the tuned env (%), ± its spread where
+    known, the confidence bound on the drop as a bar mark, kept (solid) or dropped (grey, hatched), and
+    the run-to-run spread as a band around 0."""
     matplotlib, Figure = _plt()
     with matplotlib.rc_context(_rc(matplotlib)):
-        fig = Figure(figsize=(11.0, 0.9 + 0.42 * len(effects)))
+        fig = Figure(figsize=(11.0, 1.2 + 0.5 * len(effects)))
         ax = fig.add_subplot()
         names = [e[0] for e in effects]
         vals = [e[1] for e in effects]
         errs = [e[2] or 0.0 for e in effects]
         colours = ["#0072B2" if e[3] else "#bbbbbb" for e in effects]
-        bars = ax.barh(range(len(effects)), vals, xerr=errs, color=colours, edgecolor="#333333", linewidth=0.6,
+        if noise_pct:
+            ax.axvspan(-noise_pct, noise_pct, color="#E69F00", alpha=0.18, lw=0,
+                       label=f"run-to-run spread (± {noise_pct:.1f} %)")
+        bars = ax.barh(range(len(effects)), vals, xerr=errs if any(errs) else None, color=colours,
+                       edgecolor="#333333", linewidth=0.6, height=0.55,
                        error_kw={"ecolor": "#333333", "capsize": 3, "elinewidth": 1})
         for i, bar in enumerate(bars):
             bar.set_gid(f"effect-{i}")
             bar.set_hatch("" if effects[i][3] else "//")
+        bounds = [(i, e[4]) for i, e in enumerate(effects) if e[4] is not None]
+        if bounds:
+            (bm,) = ax.plot([b for _, b in bounds], [i for i, _ in bounds], linestyle="none", marker="|",
+                            markersize=22, markeredgewidth=2.5, color="#000000",
+                            label=f"the drop is at least this ({confidence or 'one-sided'} confidence)")
+            bm.set_gid("bounds")
+        for i, v in enumerate(vals):
+            ax.annotate(f"{v:+.1f} %", (v, i), xytext=(-4 if v < 0 else 4, 0), textcoords="offset points",
+                        ha="right" if v < 0 else "left", va="center", fontsize=9.5)
         ax.set_yticks(range(len(effects)), names)
         ax.invert_yaxis()
+        span = max([abs(v) for v in vals] + [noise_pct or 0.0, 1.0])
+        ax.set_xlim(-span * 1.25 if min(vals) < 0 else -span * 0.3, span * 1.25 if max(vals) > 0 else span * 0.3)
         ax.axvline(0, color="#000000", linewidth=0.8)
-        ax.set_xlabel("score change without it (%); blue: kept, grey hatched: dropped (within noise)")
+        ax.set_xlabel("score change when the variable is removed from the recommended env (%); "
+                      "solid: kept, grey hatched: dropped")
         ax.grid(axis="y", visible=False)
+        if noise_pct or bounds:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9.5)
         return _save(fig, chart_id)
 
 
-__all__ = ["busbw_chart", "history_chart", "effects_chart", "ChartsUnavailable", "PALETTE"]
+def guard_chart(rows: Sequence[tuple[str, int, float | None, bool]], chart_id: str, *,
+                noise_pct: float | None = None) -> str:
+    """The guard sweep: tuned against baseline (%) at each size of each collective, a line and marker per
+    collective, sizes found slower marked with a large cross, the run-to-run spread as a band."""
+    matplotlib, Figure = _plt()
+    with matplotlib.rc_context(_rc(matplotlib)):
+        fig = Figure(figsize=(11.0, 3.8))
+        ax = fig.add_subplot()
+        if noise_pct:
+            ax.axhspan(-noise_pct, noise_pct, color="#E69F00", alpha=0.18, lw=0,
+                       label=f"run-to-run spread (± {noise_pct:.1f} %)")
+        colls = list(dict.fromkeys(r[0] for r in rows))
+        sizes = sorted({r[1] for r in rows})
+        for k, c in enumerate(colls):
+            pts = [(s, ch) for cc, s, ch, _ in rows if cc == c and ch is not None]
+            if not pts:
+                continue
+            (line,) = ax.plot([s for s, _ in pts], [ch for _, ch in pts], color=PALETTE[k % len(PALETTE)],
+                              marker=MARKERS[k % len(MARKERS)], linestyle=("-", "--", "-.", ":")[k % 4],
+                              markersize=5, linewidth=1.5, label=c)
+            line.set_gid(f"guard-{k}")
+        bad = [(s, ch) for _, s, ch, slower in rows if slower and ch is not None]
+        if bad:
+            (bx,) = ax.plot([s for s, _ in bad], [ch for _, ch in bad], linestyle="none", marker="X",
+                            markersize=11, color="#D55E00", label="slower beyond noise")
+            bx.set_gid("guard-slower")
+        ax.axhline(0, color="#000000", linewidth=0.8)
+        ax.set_xscale("log", base=2)
+        if sizes:
+            lo, hi = sizes[0], sizes[-1]
+            ticks = [2 ** e for e in range(max(0, lo.bit_length() - 1), hi.bit_length() + 1)]
+            ticks = ticks[::max(1, len(ticks) // 12)]
+            ax.set_xticks(ticks, [_size_label(t) for t in ticks])
+            ax.minorticks_off()
+            ax.set_xlim(lo / 1.3, hi * 1.3)
+        ax.set_xlabel("message size (bytes, log2)")
+        ax.set_ylabel("tuned vs baseline busbw (%)")
+        ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=9.5)
+        return _save(fig, chart_id)
+
+
+__all__ = ["busbw_chart", "history_chart", "effects_chart", "guard_chart", "STAGES", "ChartsUnavailable", "PALETTE"]

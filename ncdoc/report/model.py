@@ -89,6 +89,9 @@ class TuneStory:
     guard_note: str
     missing: tuple[str, ...]
     failures: tuple[tuple[str, str], ...]
+    guard_chart: Chart | None = None
+    noise_pct: float | None = None
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -107,7 +110,10 @@ class Report:
     bandwidth: tuple[Chart, ...] = ()
     bandwidth_note: str = ""
     tune: TuneStory | None = None
-    cluster: Any = None                        # ClusterGrid
+    cluster: Any = None                        # ClusterGrid (cluster_grid.py)
+    cluster_findings: tuple[FindingView, ...] = ()   # cross-node findings beside a triage's (mixed reports)
+    cluster_tests: Any = None                  # ClusterTests: `ncdoc cluster test` results
+    conclusion: dict[str, Any] = field(default_factory=dict)   # triage's: state problem | inconclusive | no_problem
     problems: tuple[Problem, ...] = ()
     rules: tuple[RuleDoc, ...] = ()
     simulated: bool = False
@@ -126,6 +132,24 @@ def finding_view(f: Any, stage: str, observed: bool = False) -> FindingView:
     return FindingView(f.code, f.name, f.severity, stage, STAGE_TITLES.get(stage, stage or "other"), f.message,
                        tuple((e.where(), e.text) for e in f.evidence), (f.fix or "").strip(),
                        env_lines(f.env_patch), observed)
+
+
+def finding_view_from_dict(d: Mapping[str, Any], stages: Mapping[str, str] | None = None) -> FindingView:
+    """A finding as `--json` writes it (ncdoc.findings.Finding.to_dict, plus "stage" where given)."""
+    from ncdoc.engine.rules import STAGE_TITLES
+    code = str(d.get("code", ""))
+    stage = str(d.get("stage") or (stages or {}).get(code, ""))
+    ev = []
+    for e in d.get("evidence") or ():
+        if isinstance(e, dict):
+            src, line = str(e.get("source") or ""), e.get("line")
+            ev.append((f"{src}:{line}" if src and isinstance(line, int) and line else src, str(e.get("text", ""))))
+    patch = d.get("env_patch") if isinstance(d.get("env_patch"), dict) else {}
+    sev = str(d.get("severity", "info"))
+    return FindingView(code, str(d.get("name", "")), sev if sev in ("error", "warning", "info") else "info", stage,
+                       STAGE_TITLES.get(stage, stage or "other"), str(d.get("message", "")), tuple(ev),
+                       str(d.get("fix") or "").strip(),
+                       env_lines({str(k): None if v is None else str(v) for k, v in patch.items()}))
 
 
 def rule_docs(codes: Sequence[str]) -> tuple[RuleDoc, ...]:
@@ -205,49 +229,72 @@ def _pct(x: Any) -> str:
 
 def tune_story(data: Any) -> TuneStory:
     """The tuning section from a TuneData (ncdoc.report.tune_input)."""
-    from ncdoc.report.charts import ChartsUnavailable, effects_chart, history_chart
+    from ncdoc.report.charts import ChartsUnavailable, effects_chart, guard_chart, history_chart
     from ncdoc.report.curves import from_tune
     from ncdoc.report.page import trusted
     s = data.summary or {}
     charts: list[Chart] = []
     metric = (data.metric_names or ("score",))[0]
-    done = [(t.number, t.value, t.state) for t in data.trials if t.state in ("complete", "failed", "pruned")]
-    if done:
-        table = tuple((str(n), "-" if v is None else f"{v:.3f}", st) for n, v, st in done)
+    noise = s.get("noise_pct") if isinstance(s.get("noise_pct"), (int, float)) else None
+    shown = [t for t in data.trials if t.state in ("complete", "failed", "stopped early")]
+    if shown:
+        table = tuple((str(t.number), t.stage or "-", "-" if t.value is None else f"{t.value:.3f}", t.state,
+                       ", ".join(f"{k}={v}" for k, v in sorted(t.params.items()) if v != "unset")[:160] or "-")
+                      for t in shown)
+        head = ("trial", "stage", metric, "state", "changes tried")
+        title = "Trials and best so far"
         try:
-            svg = trusted(history_chart(done, "tune-history", metric=f"{metric} (1.0 = baseline)"))
-            charts.append(Chart("tune-history", "Trials and best so far", svg, "", ("trial", metric, "state"), table,
-                                sum(1 for _, v, st in done if st == "complete" and v is not None)))
+            svg = trusted(history_chart([(t.number, t.value, t.state, t.stage) for t in shown], "tune-history",
+                                        metric=f"{metric} (1.0 = baseline)"))
+            charts.append(Chart("tune-history", title, svg, "", head, table,
+                                sum(1 for t in shown if t.state == "complete" and t.value is not None)))
         except ChartsUnavailable as exc:
-            charts.append(Chart("tune-history", "Trials and best so far", None, str(exc), ("trial", metric, "state"),
-                                table))
+            charts.append(Chart("tune-history", title, None, str(exc), head, table))
     effects = [e for e in data.effects if e.change_pct is not None]
     if effects:
-        rows = tuple((e.name, e.value, _pct(e.change_pct), "-" if e.sd_pct is None else f"± {e.sd_pct:.1f} %",
-                      "kept" if e.kept else "dropped") for e in effects)
+        rows = tuple((e.name, e.value, _pct(e.change_pct), _spread(e), "kept" if e.kept else "dropped")
+                     for e in effects)
+        head = ("variable", "value", "change without it", "spread", "verdict")
+        title = "Per-variable effect: the score without each variable of the recommended env"
+        conf = next((e.confidence for e in effects if e.confidence), "")
         try:
-            svg = trusted(effects_chart([(f"{e.name}={e.value}", e.change_pct, e.sd_pct, e.kept) for e in effects],
-                                        "tune-effects"))
-            charts.append(Chart("tune-effects", "Per-variable effect (score change without it)", svg, "",
-                                ("variable", "value", "change without it", "spread", "verdict"), rows, len(effects)))
+            svg = trusted(effects_chart([(f"{e.name}={e.value}", e.change_pct, e.sd_pct, e.kept, e.bound_pct)
+                                         for e in effects], "tune-effects", noise_pct=noise, confidence=conf))
+            charts.append(Chart("tune-effects", title, svg, "", head, rows, len(effects)))
         except ChartsUnavailable as exc:
-            charts.append(Chart("tune-effects", "Per-variable effect", None, str(exc),
-                                ("variable", "value", "change without it", "spread", "verdict"), rows))
+            charts.append(Chart("tune-effects", title, None, str(exc), head, rows))
     if data.sizes:
         sets = from_tune(data.sizes, data.expected)
         bw, _ = bandwidth_charts(sets, prefix="tune-busbw")
         charts.extend(bw)
     guard_head: tuple[str, ...] = ()
     guard_rows: tuple[tuple[str, ...], ...] = ()
-    if data.guard:
+    guard_chart_view = None
+    if data.guard and all(isinstance(r.get("size"), int) and "collective" in r for r in data.guard):
+        rows_g = [(str(r["collective"]), int(r["size"]), r.get("change_pct") if isinstance(r.get("change_pct"),
+                   (int, float)) else None, bool(r.get("regression"))) for r in data.guard]
+        guard_head = ("collective", "size", "baseline busbw (GB/s)", "tuned busbw (GB/s)", "change", "verdict")
+        guard_rows = tuple((str(r["collective"]), _size(int(r["size"])), _cell(r.get("baseline")),
+                            _cell(r.get("tuned")), _pct(r.get("change_pct")),
+                            "slower beyond noise" if r.get("regression") else
+                            ("not measurable" if r.get("change_pct") is None else "ok")) for r in data.guard)
+        title = "Guard sweep: the recommended env against the baseline at every size of every collective"
+        try:
+            svg = trusted(guard_chart(rows_g, "tune-guard", noise_pct=noise))
+            guard_chart_view = Chart("tune-guard", title, svg, "", guard_head, guard_rows,
+                                     sum(1 for r in rows_g if r[2] is not None))
+        except ChartsUnavailable as exc:
+            guard_chart_view = Chart("tune-guard", title, None, str(exc), guard_head, guard_rows)
+    elif data.guard:
         keys = list(dict.fromkeys(k for r in data.guard for k in r))[:10]
         guard_head = tuple(keys)
         guard_rows = tuple(tuple(_cell(r.get(k)) for k in keys) for r in data.guard)
     gain = s.get("gain") if isinstance(s.get("gain"), dict) else None
     best = s.get("best_trial") if isinstance(s.get("best_trial"), dict) else None
     if gain:
+        rounds = gain.get("rounds", gain.get("pairs", "?"))
         headline = (f"Recommended env measured {_pct(gain.get('pct'))} against the baseline "
-                    f"(lower bound {_pct(gain.get('lower_bound_pct'))}, {gain.get('pairs', '?')} interleaved rounds)")
+                    f"(lower confidence bound {_pct(gain.get('lower_bound_pct'))}, {rounds} rounds in shuffled order)")
     elif "gain" in s:
         headline = "No change beat the measured noise: keep the current environment"
     else:
@@ -264,13 +311,23 @@ def tune_story(data: Any) -> TuneStory:
     cands = tuple(("accepted" if c.get("recommended") else "rejected",
                    ", ".join(f"{k}={v}" for k, v in (c.get("changes") or {}).items()) or "(NCCL defaults)",
                    str(c.get("why", ""))) for c in data.candidates)
-    eff_rows = tuple((e.name, e.value, _pct(e.change_pct), "-" if e.sd_pct is None else f"± {e.sd_pct:.1f} %",
-                      e.why or ("kept" if e.kept else "dropped")) for e in data.effects)
+    eff_rows = tuple((e.name, e.value, _pct(e.change_pct), _spread(e), e.why or ("kept" if e.kept else "dropped"))
+                     for e in data.effects)
     fails = s.get("failures") if isinstance(s.get("failures"), dict) else {}
     return TuneStory(data.folder, data.simulated, headline, data.study_name, url, data.metric_names, dashboard,
                      tuple(charts), recommended, tuple(str(u) for u in s.get("unset") or ()), cands, eff_rows,
                      guard_head, guard_rows, data.guard_note, data.missing,
-                     tuple((str(n), str(reason)) for reason, n in fails.items()))
+                     tuple((str(n), str(reason)) for reason, n in fails.items()), guard_chart_view, noise,
+                     tuple(str(x) for x in s.get("notes") or () if isinstance(x, str))[:20])
+
+
+def _spread(e: Any) -> str:
+    """An effect's spread: ± its standard deviation where known, else the confidence bound on the drop."""
+    if e.sd_pct is not None:
+        return f"± {e.sd_pct:.1f} %"
+    if e.bound_pct is not None:
+        return f"at least {-e.bound_pct:.1f} % ({e.confidence})" if e.bound_pct < 0 else f"{e.bound_pct:+.1f} %"
+    return "within noise" if not e.kept else "-"
 
 
 def _cell(v: Any) -> str:
@@ -283,4 +340,4 @@ def _cell(v: Any) -> str:
 
 
 __all__ = ["Report", "Problem", "FindingView", "RuleDoc", "Chart", "TopologyView", "TuneStory", "finding_view",
-           "rule_docs", "counts", "topology_view", "bandwidth_charts", "tune_story", "env_lines"]
+           "rule_docs", "counts", "finding_view_from_dict", "topology_view", "bandwidth_charts", "tune_story", "env_lines"]

@@ -13,6 +13,7 @@ through Optuna's API keeps SQLite, RDB URLs and journal files alike.
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -23,9 +24,10 @@ from typing import Any
 class Trial:
     number: int
     value: float | None
-    state: str                          # complete | failed | pruned | running | waiting
+    state: str                          # complete | stopped early | failed | not run | running | waiting
     params: dict[str, str] = field(default_factory=dict)
     reason: str = ""
+    stage: str = ""                     # the tuner's stage: start | screen | refine | joint | ...
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,8 @@ class Effect:
     sd_pct: float | None
     kept: bool
     why: str = ""
+    bound_pct: float | None = None      # the confidence bound on the drop without it ("at least X %")
+    confidence: str = ""                # of that bound ("97.5 %")
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ def explain_sizes(md: str) -> tuple[dict[str, dict[str, list]], dict[str, float]
 
 
 _WHY_PCT = re.compile(r"without it the score (drops|changes) ([+-]?[0-9]+(?:\.[0-9]+)?) %")
+_WHY_BOUND = re.compile(r"at least ([0-9]+(?:\.[0-9]+)?) % at ([0-9]+(?:\.[0-9]+)? %) confidence")
 _TABLE_PCT = re.compile(r"([+-]?[0-9]+(?:\.[0-9]+)?) % ± ([0-9]+(?:\.[0-9]+)?) %")
 
 
@@ -136,7 +141,9 @@ def effects_of(summary: dict[str, Any], md: str) -> tuple[Effect, ...]:
                 change = float(e[key])
         if isinstance(e.get("sd_pct"), (int, float)):
             sd = float(e["sd_pct"])
-        out.append(Effect(name, str(e.get("value", "")), change, sd, bool(e.get("kept")), why))
+        bound = _WHY_BOUND.search(why)
+        out.append(Effect(name, str(e.get("value", "")), change, sd, bool(e.get("kept")), why,
+                          -float(bound.group(1)) if bound else None, bound.group(2) if bound else ""))
     return tuple(out)
 
 
@@ -146,10 +153,17 @@ def _guard(summary: dict[str, Any]) -> tuple[tuple[dict[str, Any], ...] | None, 
     if key is None:
         return None, "this tune output records no guard sweep (summary.json has no guard entry)"
     g = summary[key]
+    if g is None:
+        return None, "no guard sweep ran: it measures a confirmed candidate against the baseline, and none was confirmed"
     rows = g.get("rows") or g.get("sizes") or g.get("results") if isinstance(g, dict) else g
     if isinstance(rows, list) and all(isinstance(r, dict) for r in rows):
         note = ""
-        if isinstance(g, dict):
+        if isinstance(g, dict) and isinstance(g.get("regressions"), list) and "rounds" in g:
+            slow = [str(x) for x in g["regressions"]]
+            note = (f"{g['rounds']} rounds, baseline and recommended env in shuffled order; "
+                    + ("no size slower beyond noise" if not slow else
+                       f"{len(slow)} slower beyond noise: {', '.join(slow)[:300]}"))
+        elif isinstance(g, dict):
             note = "; ".join(f"{k}: {v}" for k, v in g.items()
                              if k not in ("rows", "sizes", "results") and not isinstance(v, (list, dict)))
         return tuple(rows), note
@@ -205,8 +219,19 @@ def _read_study(url: str, name: str | None) -> tuple[tuple[Trial, ...], tuple[st
             reason = str(t.user_attrs.get("ncdoc.failed", ""))
             if state in ("failed", "pruned") and "ncdoc.fail_kind" not in t.user_attrs and reason:
                 state = "not run"       # a constraint reject or a duplicate: nothing was measured
-            trials.append(Trial(t.number, t.value if state == "complete" else None, state,
-                                {k: str(v) for k, v in t.params.items()}, reason))
+            value = t.value if state == "complete" else None
+            scores = t.user_attrs.get("ncdoc.scores")
+            if state == "pruned" and "ncdoc.fail_kind" in t.user_attrs:
+                state = "failed"        # the tuner records a run NCCL failed as pruned, with its kind
+            elif state == "pruned" and ("ncdoc.stopped" in t.user_attrs or scores):
+                # stopped early: its runs so far still say where it stood (the score of a complete trial
+                # is exp of its mean log-score, ncdoc.tuner.study)
+                state = "stopped early"
+                if isinstance(scores, list) and scores and all(isinstance(x, (int, float)) for x in scores):
+                    value = math.exp(sum(scores) / len(scores))
+                reason = reason or str(t.user_attrs.get("ncdoc.stopped", ""))
+            trials.append(Trial(t.number, value, state, {k: str(v) for k, v in t.params.items()}, reason,
+                                str(t.user_attrs.get("ncdoc.stage", ""))))
         return tuple(trials), tuple(study.metric_names) if study.metric_names else None, name, ""
     except Exception as exc:        # a storage from another Optuna version, a locked or broken file
         return (), None, name, f"the study could not be read ({type(exc).__name__}: {str(exc)[:200]})"

@@ -67,6 +67,7 @@ A_STAGE, A_SCORES, A_STOPPED, A_CENTER = "ncdoc.stage", "ncdoc.scores", "ncdoc.s
 INTERRUPTED = "interrupted"
 # Failure kinds that are evidence against the setting (see the module docstring).
 SETTING_FAILURES = ("init", "call", "crash", "hang", "timeout")
+METRIC_NAME = "busbw_vs_baseline"   # a trial's score: its busbw over the baseline's, weighted by the profile
 DEFAULT_NOISE = 0.02          # log-score spread assumed until the baseline's own repeats say otherwise
 _STAGE_OF = {"joint": "joint", "joint-search": "joint", "refine": "refine", "remeasure": "remeasure",
              "explore": "search", "joint-start": "joint"}
@@ -287,6 +288,12 @@ class TuneStudy:
         self.study = optuna.create_study(storage=self.storage, study_name=self.cfg.study_name, sampler=sampler,
                                          direction="maximize", load_if_exists=True,
                                          pruner=RepeatPruner(lambda: (self.best_estimate(), self.noise)))
+        if not self.study.metric_names:
+            # optuna-dashboard (and the report) show the objective by this name instead of "Objective 0"
+            import warnings
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                self.study.set_metric_names([METRIC_NAME])
         attrs = self.study.user_attrs
         ident = self.identity()
         if exists and "ncdoc.identity" in attrs:

@@ -42,8 +42,14 @@ DOM_FACTS = r"""(() => {
     findings: document.querySelectorAll('#findings article.finding').length,
     count: (document.getElementById('finding-count') || {dataset: {}}).dataset.count,
     busbw: chart('busbw-0-series-0'),
-    history: chart('tune-history-series-0'),
+    history: document.querySelectorAll('#tune-history [id^="tune-history-complete"] use').length,
+    early: document.querySelectorAll('#tune-history [id="tune-history-stopped-early"] use').length,
     odd: document.querySelectorAll('#cluster-grid td[data-odd]').length,
+    groups: [...document.querySelectorAll('#cluster-groups tbody tr[data-count]')].map(r => +r.dataset.count),
+    nodeRows: document.querySelectorAll('#cluster-grid tbody tr[data-node]').length,
+    faults: [...document.querySelectorAll('#cluster article.fault')].map(a => a.dataset.kind),
+    verdictState: (document.getElementById('verdict') || {dataset: {}}).dataset.state,
+    problems: [...document.querySelectorAll('#problems li')].map(li => li.innerText),
     text: document.body.innerText,
     width: document.documentElement.scrollWidth,
   };
@@ -144,13 +150,44 @@ def test_corpus_case_reports(browser, capsys, tmp_path):
     assert f["busbw"] == len(curve) > 0 and f["findings"] == len(data["findings"])
 
 
-def test_cluster_report(browser, capsys, tmp_path):
-    grid = FIXTURES / "report" / "cluster_drift.json"
-    out = write_report(tmp_path, capsys, "cluster-drift", "--cluster", grid)
+def test_cluster_report_of_64_nodes_with_the_test_results(browser, capsys, tmp_path):
+    from cluster_inputs import cluster_test_results, write_snapshots
+    snaps = tmp_path / "snaps"
+    drift = write_snapshots(snaps)
+    results = cluster_test_results(tmp_path, capsys)
+    out = write_report(tmp_path, capsys, "cluster-64-nodes", "--cluster", snaps, "--cluster-test", results)
     f = load(browser, out, shots_dir(tmp_path))
-    data = json.loads(grid.read_text())
-    assert f["odd"] == sum(1 for row in data["cells"].values() for c in row.values() if c["odd"])
-    assert all(n in f["text"] for n in data["nodes"])
+    assert f["odd"] == sum(len(d.odd) for d in drift.values()) == 4 and f["nodeRows"] == 64
+    assert sorted(f["groups"]) == [1, 1, 1, 1, 60]
+    main(["cluster", "check", "--json", str(snaps)])
+    assert f["findings"] == int(f["count"]) == len(json.loads(capsys.readouterr().out)["findings"])
+    doc = json.loads(results.read_text())
+    assert f["faults"] == [x["kind"] for x in doc["findings"]] and "node03" in f["text"]
+    f = load(browser, out, shots_dir(tmp_path), print_media=True)
+    assert f["odd"] == 4
+
+
+def test_cluster_check_page_with_hostile_hostnames_and_bad_files(browser, capsys, tmp_path):
+    from cluster_inputs import write_snapshots
+    from test_report_injection import PAYLOADS
+    snaps = tmp_path / "snaps"
+    write_snapshots(snaps, nodes=6, patch={"node02": {"host.kernel": PAYLOADS[1]}},
+                    env={"node03": {"NCCL_SOCKET_IFNAME": PAYLOADS[3]}}, hostnames={"node05": PAYLOADS[0]})
+    (snaps / "broken.json").write_text("{ not json")
+    out = tmp_path / "cluster-hostile.html"
+    assert main(["cluster", "check", str(snaps), "--format", "html"]) == 2      # bad input: exit 2, page written
+    out.write_text(capsys.readouterr().out)
+    f = load(browser, out, shots_dir(tmp_path))
+    for p in (PAYLOADS[0], PAYLOADS[1], PAYLOADS[3]):
+        assert p in f["text"]
+    assert any("broken.json" in p for p in f["problems"]) and f["nodeRows"] == 6
+
+
+def test_inconclusive_triage_report(browser, capsys, tmp_path):
+    out = write_report(tmp_path, capsys, "triage-inconclusive", TESTS)
+    f = load(browser, out, shots_dir(tmp_path))
+    assert f["verdictState"] == "inconclusive" and "INCONCLUSIVE" in f["text"] and "--nic-gbps" in f["text"]
+    assert f["busbw"] > 0
 
 
 def test_hostile_input_stays_text_in_the_browser(browser, capsys, tmp_path):
@@ -168,11 +205,16 @@ def test_hostile_input_stays_text_in_the_browser(browser, capsys, tmp_path):
 @pytest.mark.slow
 def test_tune_report(browser, ray_runtime, capsys, tmp_path):
     tune = tmp_path / "tune"
-    assert main(["tune", "--preset", "h100-roce-2node", "--trials", "6", "--repeats", "1", "--confirm-pairs", "5",
-                 "--top-k", "1", "--out", str(tune)]) in (0, 1)
-    capsys.readouterr()
-    out = write_report(tmp_path, capsys, "tune-h100-roce-2node", "--tune", tune)
-    f = load(browser, out, shots_dir(tmp_path))
+    assert main(["tune", "--preset", "h100-roce-2node", "--trials", "12", "--repeats", "2", "--confirm-pairs", "5",
+                 "--top-k", "1", "--out", str(tune), "--format", "html"]) in (0, 1)
+    said = capsys.readouterr().out
+    out = tune / "report.html"
+    assert f"The tuning story, on one page: {out}" in said
+    shot = tmp_path / "tune-h100-roce-2node.html"
+    shot.write_bytes(out.read_bytes())
+    f = load(browser, shot, shots_dir(tmp_path))
     summary = json.loads((tune / "summary.json").read_text())
     assert f["history"] == summary["trials_complete"]
+    assert f["early"] == summary["trials_stopped_early"]
     assert "SIMULATED" in f["text"] and f"optuna-dashboard {tune / 'study.journal'}" in f["text"]
+    assert "metric busbw_vs_baseline" in f["text"]          # the study names its objective

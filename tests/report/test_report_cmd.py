@@ -186,31 +186,6 @@ def test_json_says_what_was_written(capsys, tmp_path):
     assert data["findings"] == len(Dom(out.read_text()).with_class("finding"))
 
 
-def test_a_cluster_grid_marks_the_odd_cells_and_lists_the_drift_findings(capsys, tmp_path):
-    grid = FIXTURES / "report" / "cluster_drift.json"
-    rc, out, _, _ = report(capsys, tmp_path, "--cluster", grid)
-    assert rc == 0
-    dom = Dom(out.read_text())
-    data = json.loads(grid.read_text())
-    odd = [(n, a) for n, row in data["cells"].items() for a, c in row.items() if c["odd"]]
-    assert len([a for t, a in dom.tags if t == "td" and a.get("data-odd") == "1"]) == len(odd) == 3
-    assert len([a for t, a in dom.tags if t == "tr" and "data-node" in a]) == len(data["nodes"])
-    assert len(dom.with_class("finding")) == len(data["findings"])
-    assert "not gathered" in " ".join(dom.text)               # gpu-node08 has no NCCL_IB_HCA cell
-
-
-@pytest.mark.parametrize("content, words", [
-    ("[1, 2]", "not a JSON object"),
-    ('{"nodes": "a"}', "needs 'nodes' and 'attributes' lists"),
-    ("{", "not readable as JSON"),
-])
-def test_a_cluster_file_of_the_wrong_shape_is_a_problem_on_the_page(capsys, tmp_path, content, words):
-    f = tmp_path / "grid.json"
-    f.write_text(content)
-    rc, out, _, _ = report(capsys, tmp_path, "--cluster", f)
-    assert rc == 0 and words in " ".join(Dom(out.read_text()).text)
-
-
 CASES = ["nccl-1264-hgx-h100-10nic-topo", "nccl-644-mpirun-slow-7GBps-plateau", "deepep-38-ibv-devinfo-port-down"]
 
 

@@ -36,6 +36,7 @@ examples:
   ncdoc cluster snapshot -o cluster.json                       # inside salloc/sbatch: srun on every node
   srun --ntasks-per-node=1 ncdoc snapshot -o snaps/%h.json && ncdoc cluster check snaps/
   ncdoc cluster check cluster.json --golden node01 --format markdown
+  ncdoc cluster check snaps/ --format html > drift.html           # the drift grid as one page
   ncdoc cluster bom cluster.json --results ncdoc-cluster/results.json -o bom.json
   ncdoc cluster diff bom.json cluster-today.json
   ncdoc cluster test --launcher mpirun --hostfile hosts --mpi-flavour openmpi --dry-run
@@ -89,7 +90,7 @@ def add_arguments(parser) -> None:
     chk.add_argument("--per-node", action="store_true",
                      help="also run every node's own rules (as ncdoc check), each finding once with its nodes")
     opt.add_selection_arguments(chk, "error")
-    opt.add_output_arguments(chk, ("text", "json", "markdown"), "text")
+    opt.add_output_arguments(chk, ("text", "json", "markdown", "html"), "text")   # html: ncdoc report's page
     _launcher_args(chk)
 
     bom = sub.add_parser("bom", help="record the bill of materials of an acceptance run")
@@ -234,7 +235,12 @@ def _check(args) -> int:
     if args.golden:
         facts = load_golden(args.golden, facts)
     report = check_cluster(facts, sel, per_node=args.per_node)
-    sys.stdout.write(render_check(facts, report, fmt, color=args.color))
+    if fmt == "html":
+        from ncdoc.report.build import cluster_page
+        sys.stdout.write(cluster_page(facts, report, {r.code: r.stage for r in sel.rules},
+                                      title=f"ncdoc cluster check: {len(facts.nodes)} nodes"))
+    else:
+        sys.stdout.write(render_check(facts, report, fmt, color=args.color))
     bad_input = _report_problems(facts)
     if bad_input:
         return bad_input

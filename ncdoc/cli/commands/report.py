@@ -26,8 +26,10 @@ everything is inline) and reads without JavaScript:
   - with --tune DIR, the tuning story: best so far per trial, each variable's effect and spread,
     what was accepted and rejected, the guard sweep and the command that opens the study in
     optuna-dashboard;
-  - with --cluster FILE, the node x attribute grid with the odd cells marked (the JSON shape is
-    in docs/report.md).
+  - with --cluster INPUT (what ncdoc cluster check reads, or its --json output), the drift grid:
+    nodes x the attributes on which they differ, the odd cells marked, alike nodes in one row with
+    their count, and the cross-node findings; with --cluster-test FILE, what ncdoc cluster test
+    found (bad nodes and rails, the drain lines, each node's first-pass figures).
 
 Evidence files are what `ncdoc triage` takes, in any mix. An input that cannot be read is shown
 in the report where it would have been used; the report is still written.
@@ -38,7 +40,7 @@ examples:
   ncdoc report -o report.html --example dgx-h100-port-down
   ncdoc report job.log all_reduce.txt --snapshot node7.json -o node7.html
   ncdoc report --tune ncdoc-demo -o tune.html
-  ncdoc report --cluster drift.json -o cluster.html
+  ncdoc report --cluster snaps/ --cluster-test ncdoc-cluster/results.json -o cluster.html
 """
 
 
@@ -56,7 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--nics", type=int, metavar="K", help="rail NICs per node (with --nic-gbps)")
     parser.add_argument("--nodes", type=int, metavar="N", help="nodes the job ran on")
     parser.add_argument("--tune", metavar="DIR", help="a tune output folder (summary.json, EXPLAIN.md, study.db)")
-    parser.add_argument("--cluster", metavar="FILE", help="a cluster drift grid as JSON (ncdoc cluster check --json)")
+    parser.add_argument("--cluster", action="append", default=[], metavar="INPUT",
+                        help="the nodes to compare, as ncdoc cluster check takes them: a cluster file, a folder of "
+                             "per-node snapshots (repeatable), or the output of ncdoc cluster check --json")
+    parser.add_argument("--cluster-test", metavar="FILE",
+                        help="ncdoc cluster test's results.json: the bad nodes and rails, the drain lines, each "
+                             "node's first-pass figures")
     parser.add_argument("--title", help="the page title (default: what the report is about)")
     parser.add_argument("--json", action="store_true",
                         help="print what was written as one JSON object (path, bytes, sections, findings)")
@@ -75,12 +82,13 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("cannot write the report: that is a folder", path=os.path.realpath(out))
     rep = build_report(args.paths, snapshot=args.snapshot, example=args.example, env=args.env,
                        nic_gbps=args.nic_gbps, nics=args.nics, nodes=args.nodes, tune_dir=args.tune,
-                       cluster=args.cluster, title=args.title)
+                       cluster=args.cluster, cluster_tests=args.cluster_test, title=args.title)
     text = render(rep)
     path = write_report(out, text)
     sections = [name for name, present in (("findings", rep.verdict_known), ("topology", rep.topology is not None),
                                            ("bandwidth", bool(rep.bandwidth)), ("tuning", rep.tune is not None),
-                                           ("cluster", rep.cluster is not None)) if present]
+                                           ("cluster", rep.cluster is not None),
+                                           ("cluster tests", rep.cluster_tests is not None)) if present]
     size = len(text.encode("utf-8"))
     if args.json:
         print(json.dumps({"schema_version": 1, "path": path, "bytes": size, "kind": rep.kind, "sections": sections,

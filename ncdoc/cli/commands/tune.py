@@ -26,8 +26,9 @@ NCCL_ALGO or NCCL_PROTO, no thread or CTA counts, no value equal to NCCL's defau
 
 Writes to --out (default ./ncdoc-tune): nccl.env (shell export lines), other formats on
 request, nccl_tuner.conf (for NCCL's example tuner plugin; only when confirmed), EXPLAIN.md,
-summary.json and the study itself (study.journal; open it with optuna-dashboard). Ctrl-C keeps the
-study: run the same command with --resume to continue it. A simulated tune says SIMULATED in
+summary.json and the study itself (study.journal; open it with optuna-dashboard, where the
+objective is named busbw_vs_baseline); with --format html also report.html, the tuning story on
+one page. Ctrl-C keeps the study: run the same command with --resume to continue it. A simulated tune says SIMULATED in
 every file: rerun it with --backend nccl-tests before deploying.
 
 backends:
@@ -121,7 +122,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     out = parser.add_argument_group("output")
     out.add_argument("--out", default="ncdoc-tune", metavar="DIR", help="output folder (default ./ncdoc-tune)")
     out.add_argument("--format", dest="formats", action="append", type=_csv, metavar="FMT",
-                     help="also write the env as: sh, dotenv, nccl.conf, slurm, k8s, json (repeatable)")
+                     help="also write the env as: sh, dotenv, nccl.conf, slurm, k8s, json; html: the tuning story "
+                          "as one self-contained page, OUT/report.html (repeatable)")
     out.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
 
@@ -131,7 +133,7 @@ def options_from_args(args: argparse.Namespace):
     fabric = {"fabric": args.fabric, "nic_rate_gbps": args.nic_gbps, "nics_per_node": args.nics_per_node,
               "ecmp_paths": args.ecmp_paths, "leaf_nodes": args.leaf_nodes, "switch_ar": args.switch_ar,
               "congestion": args.congestion, "noise_sigma": args.noise}
-    formats = tuple(f for group in (args.formats or ()) for f in group)
+    formats = tuple(f for group in (args.formats or ()) for f in group if f != "html")   # html: after the run
     if args.min_gain < 0:
         raise UsageError("--min-gain must not be negative")
     return TuneOptions(
@@ -169,9 +171,28 @@ def run(args: argparse.Namespace) -> int:
         progress.finish()
         progress.note("interrupted; the study is saved: run the same command with --resume to continue it")
         raise KeyboardInterrupt from None
+    page = _write_page(args.out) if _wants_html(args) else None
     if args.json:
-        print(json.dumps(result.to_json(), indent=2))
+        doc = result.to_json()
+        if page:
+            doc["files"] = {**doc.get("files", {}), "html": page}
+        print(json.dumps(doc, indent=2))
     else:
         from ncdoc.tuner.outputs import console_summary
         print(console_summary(result))
+        if page:
+            print(f"The tuning story, on one page: {page}")
     return 0
+
+
+def _wants_html(args: argparse.Namespace) -> bool:
+    return any(f == "html" for group in (args.formats or ()) for f in group)
+
+
+def _write_page(out_dir: str) -> str:
+    """OUT/report.html: the report's tuning story over the folder the tune just wrote (ncdoc report --tune)."""
+    import os
+
+    from ncdoc.report.build import tune_page
+    from ncdoc.report.page import write_report
+    return write_report(os.path.join(out_dir, "report.html"), tune_page(out_dir))
