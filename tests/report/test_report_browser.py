@@ -217,4 +217,4 @@ def test_tune_report(browser, ray_runtime, capsys, tmp_path):
     assert f["history"] == summary["trials_complete"]
     assert f["early"] == summary["trials_stopped_early"]
     assert "SIMULATED" in f["text"] and f"optuna-dashboard {tune / 'study.journal'}" in f["text"]
-    assert "metric busbw_vs_baseline" in f["text"]          # the study names its objective
+    assert "metric busbw_vs_baseline" in f["text"]          # the study names its objective (innerText)

@@ -151,3 +151,47 @@ def test_missing_or_broken_pieces_are_said_and_the_page_still_renders(capsys, tm
 def test_a_path_that_is_no_folder_is_said(capsys, tmp_path):
     text = " ".join(page(capsys, tmp_path, tmp_path / "nowhere").text)
     assert "is not a folder" in text
+
+
+def test_the_guard_sweep_as_the_tuner_writes_it_is_drawn_with_the_slower_sizes_marked(capsys, tmp_path, tune_dir):
+    rows = [{"collective": c, "size": size, "baseline": 10.0, "tuned": 10.0 * (1 + ch / 100) if ch is not None else 0,
+             "change_pct": ch, "regression": slow}
+            for c in ("all_reduce", "all_gather") for size, ch, slow in ((8, None, False), (65536, -0.4, False),
+                                                                         (1 << 20, -6.0, c == "all_gather"))]
+    s = dict(SUMMARY, noise_pct=1.2, guard_sweep={"rounds": 5, "regressions": ["all_gather 1M"], "rows": rows})
+    (tune_dir / "summary.json").write_text(json.dumps(s))
+    dom = page(capsys, tmp_path, tune_dir)
+    fig = dom.having("figure", id="tune-guard")[0]
+    assert fig["data-points"] == "4"                       # the sizes with a measurable change
+    text = " ".join(dom.text)
+    assert "5 rounds" in text and "1 slower beyond noise: all_gather 1M" in text
+    assert text.count("slower beyond noise") >= 2 and "not measurable" in text and "1M" in text
+    assert any(a.get("id") == "tune-guard-guard-slower" for _, a in dom.tags)   # the slower size, marked
+
+
+def test_trials_stopped_early_are_drawn_where_their_runs_put_them(tmp_path):
+    import math
+    d = tmp_path / "tune"
+    d.mkdir()
+    (d / "summary.json").write_text(json.dumps(SUMMARY))
+    make_study(d / "study.db", metric_names=["busbw_vs_baseline"])
+    study = optuna.load_study(study_name="ncdoc-tune", storage=f"sqlite:///{d / 'study.db'}")
+    t = study.ask()
+    t.set_user_attr("ncdoc.scores", [math.log(0.9), math.log(0.8)])
+    t.set_user_attr("ncdoc.stopped", "stopped after 2 run(s): clearly worse than the best so far")
+    t.set_user_attr("ncdoc.stage", "refine")
+    study.tell(t, state=optuna.trial.TrialState.PRUNED)
+    early = [x for x in read_tune_dir(str(d)).trials if x.state == "stopped early"]
+    assert len(early) == 1 and early[0].stage == "refine" and abs(early[0].value - math.sqrt(0.72)) < 1e-9
+    assert "clearly worse" in early[0].reason
+
+
+@pytest.mark.ray
+def test_tune_format_html_writes_the_page_into_the_output_folder(ray_runtime, capsys, tmp_path):
+    out = tmp_path / "tune"
+    assert main(["tune", "--preset", "h100-roce-2node", "--trials", "4", "--repeats", "1", "--confirm-pairs", "5",
+                 "--out", str(out), "--format", "html", "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["files"]["html"] == str(out / "report.html") and not (out / "nccl.html").exists()
+    dom = Dom((out / "report.html").read_text())
+    assert dom.having("section", id="tuning") and "busbw_vs_baseline" in " ".join(dom.text)
