@@ -39,6 +39,7 @@ class Hit:
     env_patch: dict[str, str | None] = field(default_factory=dict)   # NAME -> value (None = unset)
     severity: str | None = None            # overrides the rule's severity for this hit
     subject: str = ""                      # what the hit is about ("mlx5_0:1", "NCCL_IB_HCA"), for dedup and sorting
+    scope: str | None = None               # overrides the rule's scope for this hit ("multi-node", "any")
 
 
 class Skip(Exception):
@@ -61,13 +62,20 @@ class Finding:
     docs: str = ""
     env_patch: dict[str, str | None] = field(default_factory=dict)
     subject: str = ""
+    # A finding the engine judged milder than its rule says, and why: a `scope: multi-node` rule on
+    # a job known to run on one node is info there (ncdoc.engine.rules.run_rules).
+    original_severity: str = ""
+    note: str = ""
 
     def to_dict(self) -> dict:
-        return {
+        out = {
             "code": self.code, "name": self.name, "severity": self.severity, "family": self.family,
             "message": self.message, "evidence": [e.to_dict() for e in self.evidence],
             "fix": self.fix, "docs": self.docs, "env_patch": dict(self.env_patch),
         }
+        if self.original_severity:
+            out["downgraded"] = {"from": self.original_severity, "reason": self.note}
+        return out
 
 
 @record(frozen=True)

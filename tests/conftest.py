@@ -11,6 +11,13 @@ import os
 import pytest
 
 from conftest_ray import ray_runtime  # noqa: F401  (one Ray runtime per pytest process)
+from ncdoc.probes.job import VARIABLES as _JOB_VARIABLES
+
+# The suite judges the jobs its tests describe, never the one it may itself run in: a CI step inside a
+# Slurm allocation or a container sets SLURM_NNODES, CUDA_VISIBLE_DEVICES, ..., which ncdoc reads as
+# the claims of the job about to start (and so would change what `ncdoc check --example` reports).
+for _name in _JOB_VARIABLES:
+    os.environ.pop(_name, None)
 
 _SHARED_SKIPS: list[str] = []
 

@@ -29,7 +29,7 @@ def _modules(sub: str) -> list[Path]:
 
 
 # Rules are pure functions over facts: they never touch the machine nor the tuner.
-PURE = ["engine/rules.py", "engine/conditions.py", "findings.py", "snapshot.py", "startup", "topology.py",
+PURE = ["engine/rules.py", "engine/conditions.py", "engine/job_facts.py", "findings.py", "snapshot.py", "startup", "topology.py",
         "checks", "nccl/parse.py", "nccl/values.py", "nccl/devices.py", "nccl/bandwidth.py"]
 FORBIDDEN_IN_PURE = ("ncdoc.tuner", "ncdoc.probes", "ncdoc.cli", "subprocess", "ray", "optuna",
                      "pynvml", "pyverbs", "socket")

@@ -9,48 +9,18 @@ each check needs are declared with its rule (rules/job.yaml: needs).
 
 from __future__ import annotations
 
+from ncdoc.engine.job_facts import claim_text, job_span, usable_gpus
 from ncdoc.engine.rules import Context, check
-from ncdoc.findings import Evidence, Hit, Skip
+from ncdoc.findings import Evidence, Hit
 from ncdoc.nccl.devices import is_active
 
 # NVML errors other rules explain better, or that say nothing about the node.
 _NOT_INIT_FAILURES = ("", "NotInstalled", "Timeout", "LibRmVersionMismatch")
 
 
-def _claim_text(c) -> str:
-    return f"{c.source}={c.text}" if not c.source.startswith(("-", "config:")) else f"{c.source} {c.text}"
-
-
 def _claim_ev(c) -> Evidence:
     where = "job" if c.source.startswith(("-", "config:")) else "env"
-    return Evidence(_claim_text(c), c.source[7:] if c.source.startswith("config:") else where)
-
-
-def gpu_device_nodes(host) -> list[str] | None:
-    """/dev/nvidia0, /dev/nvidia1, ...: one per GPU the driver exposes to this process (None: unknown)."""
-    if not host.status.known or host.dev_nvidia is None:
-        return None
-    return [n for n in host.dev_nvidia if n[6:].isdigit() and n.startswith("nvidia")]
-
-
-def usable_gpus(snap) -> tuple[int, str]:
-    """(GPUs a job can use on this node, how that is known); raises Skip when it cannot be told."""
-    gpus = snap.gpus
-    if gpus.status.state == "ok":
-        lost = {f.index for f in gpus.failed}
-        total = len({g.index for g in gpus.gpus} | lost)
-        text = f"NVML sees {total} GPU(s)"
-        if lost:
-            text += f", {len(lost)} of them unusable ({', '.join(f'GPU {f.index}: {f.error}' for f in gpus.failed)})"
-        return total - len(lost), text
-    nodes = gpu_device_nodes(snap.host)
-    if gpus.status.state == "absent":
-        return 0, f"this node shows no NVIDIA GPU ({gpus.status.reason})"
-    if nodes is not None and not nodes:
-        return 0, f"this node has no GPU device node, /dev/nvidia0 and up ({gpus.status.reason or 'no NVIDIA driver'})"
-    if nodes:
-        return len(nodes), f"only {len(nodes)} GPU device node(s) exist in /dev (NVML: {gpus.status.reason})"
-    raise Skip(f"GPUs unknown: {gpus.status.reason}")
+    return Evidence(claim_text(c), c.source[7:] if c.source.startswith("config:") else where)
 
 
 @check("fewer_gpus_than_allocated")
@@ -63,7 +33,7 @@ def fewer_gpus_than_allocated(ctx: Context):
     short = sorted((c for c in claims if c.value > have), key=lambda c: -c.value)
     if short:
         top = short[0]
-        yield Hit(f"the job was given {top.value} GPU(s) on this node ({_claim_text(top)}) but {how}: "
+        yield Hit(f"the job was given {top.value} GPU(s) on this node ({claim_text(top)}) but {how}: "
                   f"{top.value - have} missing; ranks on the missing GPUs fail at CUDA or NCCL init",
                   tuple(_claim_ev(c) for c in short) + (Evidence(how, "gpus"),), subject="gpus")
         return
@@ -154,30 +124,10 @@ def gpu_in_bad_state(ctx: Context):
                       fix="Drain the node and reset the GPU (nvidia-smi -r) or reboot it.", subject=f"GPU {g.index}")
 
 
-def multi_node(snap) -> tuple[bool | None, str]:
-    """(True, why) when the job spans several nodes, (False, why) when one, (None, "") when nothing says."""
-    job = snap.job
-    if job.nodes:
-        top = max(job.nodes, key=lambda c: c.value)
-        return top.value > 1, _claim_text(top)
-    if job.ranks:
-        ranks = max(job.ranks, key=lambda c: c.value)
-        if job.local_ranks:
-            local = max(job.local_ranks, key=lambda c: c.value)
-            return ranks.value > local.value, f"{_claim_text(ranks)} with {_claim_text(local)}"
-        try:
-            have, _ = usable_gpus(snap)
-        except Skip:
-            return None, ""
-        if have:
-            return ranks.value > have, f"{_claim_text(ranks)} ranks, {have} GPU(s) on this node"
-    return None, ""
-
-
 @check("multi_node_job_without_rdma")
 def multi_node_job_without_rdma(ctx: Context):
     snap = ctx.snapshot
-    multi, why = multi_node(snap)
+    multi, why = job_span(snap)
     if not multi:
         return
     hcas = snap.hcas.hcas

@@ -247,6 +247,7 @@ def pcie_link_degraded(ctx: Context):
         if narrow or slow:
             now = f"x{d.link_width} {d.link_speed or '?'}"
             cap = f"x{d.max_link_width} {d.max_link_speed or '?'}"
+            # a NIC's link limits only traffic between nodes; a GPU's, its peers on the node too
             yield Hit(f"{d.kind.upper()} {d.address} PCIe link trained at {now}, capable of {cap}: its bandwidth to "
                       "the host and peers is cut", (Evidence(f"{d.address}: {now} (max {cap})", "pci"),),
-                      subject=d.address)
+                      subject=d.address, scope="multi-node" if d.kind == "nic" else None)

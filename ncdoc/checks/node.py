@@ -74,7 +74,8 @@ def net_plugin_missing(ctx: Context):
             if drv in drivers and not plugins:
                 yield Hit(f"{fabric} devices are present but no NCCL net plugin was found: NCCL cannot use them "
                           f"and falls back to TCP sockets", (Evidence(f"RDMA driver {drv}", "hcas"),),
-                          fix=f"Install {plugin} and put its lib directory on LD_LIBRARY_PATH.", subject=drv)
+                          fix=f"Install {plugin} and put its lib directory on LD_LIBRARY_PATH.", subject=drv,
+                          scope="multi-node")     # NCCL_NET naming an absent plugin, below, fails any job's init
     net = env.get("NCCL_NET")
     if net is not None and net.value.lower() not in ("ib", "socket") and not plugins:
         yield Hit(f"NCCL_NET={net.value} names an external network, but no net plugin was found: init fails with "

@@ -63,10 +63,14 @@ def page(rule) -> str:
     lines = [f"# {rule.code} {rule.name}", "",
              f"*Severity:* {rule.severity} · *Stage:* {STAGE_TITLES.get(rule.stage, rule.stage)} · "
              f"*Family:* {FAMILIES.get(rule.code[2], 'other')} · *Pack:* `rules/{rule.pack.replace('-', '_')}.yaml`"
-             + (f" · *Aliases:* {', '.join(rule.aliases)}" if rule.aliases else ""), "",
-             "## What it does", "", rule.summary, "",
-             "## Why it matters", "", rule.why, "",
-             "## Example", ""]
+             + (f" · *Aliases:* {', '.join(rule.aliases)}" if rule.aliases else "")
+             + (" · *Scope:* multi-node jobs" if rule.scope == "multi-node" else ""), "",
+             "## What it does", "", rule.summary, ""]
+    if rule.scope == "multi-node":
+        lines += ["The problem matters only to a job spanning several nodes: on a job known to run on one "
+                  "node (SLURM_NNODES=1, NNODES=1, WORLD_SIZE within this node's GPUs, `--nodes 1`) the "
+                  "finding is reported as info, saying why, and does not fail `ncdoc check`.", ""]
+    lines += ["## Why it matters", "", rule.why, "", "## Example", ""]
     if ex.get("note"):
         lines += [ex["note"], ""]
     setup = []

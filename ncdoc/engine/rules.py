@@ -38,6 +38,11 @@ STAGE_TITLES = {
 # DIAG report lines; "host_output": what commands printed on the job's host (ulimit -a, nvidia-smi).
 NEEDS = ("snapshot", "host", "versions", "gpus", "hcas", "net", "pci", "numa", "topology",
          "nccl_version", "log", "tests", "evidence", "env", "job", "ras", "diag", "host_output")
+# What a rule's problem needs to matter (`scope:` in its pack; a Hit may override it): "any" job, or only a
+# job that spans several nodes (the network between nodes: RDMA ports, HCA and GID selection, the socket
+# interface NCCL bootstraps over, GPUDirect RDMA). A multi-node finding on a job known to run on one node
+# is reported as info, with the reason (run_rules); with no job facts it keeps its severity.
+SCOPES = ("any", "multi-node")
 # The needs only a job's output can meet: a rule whose every check needs one of them judges runs, not nodes.
 RUN_NEEDS = ("log", "tests", "evidence", "ras", "diag", "host_output")
 _RUN_EVIDENCE = {"log": ("nccl_log", "NCCL log"), "tests": ("nccl_tests", "nccl-tests output"),
@@ -68,6 +73,7 @@ class Rule:
     aliases: tuple[str, ...] = ()
     pack: str = ""                  # which rules/*.yaml file it came from
     env_patch: Mapping[str, str | None] = field(default_factory=dict)  # declarative rules: the fix as env
+    scope: str = "any"              # from SCOPES: "multi-node" when the problem matters only between nodes
 
     @property
     def family(self) -> str:
@@ -132,6 +138,7 @@ class Context:
         self._nccl_version = nccl_version
         self.options = dict(options or {})
         self._topology = _UNSET
+        self._job_span = _UNSET
         self._env_map: dict | None = None
         self.findings: tuple[Finding, ...] = ()    # for a fallback rule: what the other rules reported
 
@@ -181,6 +188,18 @@ class Context:
                 from ncdoc.topology import classify
                 self._topology = classify(self.snapshot)
         return self._topology
+
+    @property
+    def job_span(self) -> tuple[bool | None, str]:
+        """(True, why) when the snapshot's job spans several nodes, (False, why) when one node, (None, "")
+        when nothing says (no snapshot, no job facts); see ncdoc.engine.job_facts.job_span."""
+        if self._job_span is _UNSET:
+            if self.snapshot is None:
+                self._job_span = (None, "")
+            else:
+                from ncdoc.engine.job_facts import job_span
+                self._job_span = job_span(self.snapshot)
+        return self._job_span
 
     def require(self, *needs: str) -> None:
         """Raise Skip with the reason when one of `needs` (from NEEDS) is missing: for a fact a check
@@ -323,9 +342,19 @@ def run_rules(ctx: Context, rules: Iterable[Rule], *, severity_overrides: Mappin
             sev = overrides.get(rule.code) or overrides.get(rule.name) or hit.severity or rule.severity
             if sev == "off":
                 continue
-            f = Finding(code=rule.code, name=rule.name, severity=sev, family=rule.family, message=hit.message,
+            message, original, note = hit.message, "", ""
+            if sev != "info" and (hit.scope or rule.scope) == "multi-node" and \
+                    not any(n in RUN_NEEDS for n in needs):
+                # what a run printed says itself whether the run spanned nodes: only node findings are judged
+                multi, why = ctx.job_span
+                if multi is False:
+                    from ncdoc.engine.job_facts import one_node_note
+                    original, sev, note = sev, "info", one_node_note(why)
+                    message = f"{message} [{original} on a multi-node job; info here: {note}]"
+            f = Finding(code=rule.code, name=rule.name, severity=sev, family=rule.family, message=message,
                         evidence=hit.evidence, fix=hit.fix or rule.fix, docs=rule.docs,
-                        env_patch=dict(hit.env_patch), subject=hit.subject or rule.stage)
+                        env_patch=dict(hit.env_patch), subject=hit.subject or rule.stage,
+                        original_severity=original, note=note)
             found.append(f)
             if not rule.fallback:
                 seen.append((f, needs))

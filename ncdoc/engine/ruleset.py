@@ -24,6 +24,8 @@ Pack format (unknown keys are rejected with file, line and key):
                                 # ... several, each with its own needs (then no rule-level needs) ...
         when: {...}             # ... or a declarative condition (ncdoc.engine.conditions)
         fallback: true          # optional: runs after the other rules, over their findings
+        scope: multi-node       # optional (default any): the problem matters only to a job spanning several
+                                # nodes; on a job known to run on one node its findings are info, with why
         message: ...            # template for `when` rules
         env_patch: {NAME: value|null}   # optional, `when` rules: the fix as env
         example: {env: {...}, conf: text, example: fixture, patch: {dotted.path: value}, log: text, tests: text,
@@ -37,7 +39,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ncdoc.engine.rules import CHECKS, NEEDS, STAGES, Rule, runnable_checks
+from ncdoc.engine.rules import CHECKS, NEEDS, SCOPES, STAGES, Rule, runnable_checks
 from ncdoc.errors import InputError, UsageError
 from ncdoc.findings import SEVERITIES
 from ncdoc.startup.json_load import load_file
@@ -49,7 +51,8 @@ if TYPE_CHECKING:
 
 COMPILED_SCHEMA = 1
 RULE_KEYS_REQUIRED = ("code", "name", "severity", "stage", "summary", "why", "fix", "references", "example")
-RULE_KEYS_OPTIONAL = ("needs", "only_if_set", "check", "when", "message", "aliases", "env_patch", "fallback")
+RULE_KEYS_OPTIONAL = ("needs", "only_if_set", "check", "when", "message", "aliases", "env_patch", "fallback",
+                      "scope")
 CHECK_KEYS = ("needs", "only_if_set")
 EXAMPLE_KEYS = ("env", "conf", "example", "patch", "log", "tests", "launch", "ras", "diag", "host", "nccl_version",
                 "policy", "note", "expect", "cluster")
@@ -142,6 +145,9 @@ def parse_pack(text: str, path: str) -> list[Rule]:
             raise bad("fallback", "must be true or false, on a rule with a check function")
         if fallback and not needs:
             raise bad("fallback", "a fallback reads what the checks needing its facts found: give it 'needs'")
+        scope = item.get("scope", "any")
+        if scope not in SCOPES:
+            raise bad("scope", f"{scope!r} is not one of {', '.join(SCOPES)}")
         if only_if_set and checks is None:
             raise bad("only_if_set", "is for check rules (a 'when' condition tests variables itself)")
         message = item.get("message", "")
@@ -174,7 +180,7 @@ def parse_pack(text: str, path: str) -> list[Rule]:
             references=tuple(refs), checks=tuple(checks or ()), when=_plain(when),
             message=message.strip() if isinstance(message, str) else "", needs=needs, only_if_set=only_if_set,
             per_check=per_check, fallback=fallback,
-            example=_plain(example), aliases=tuple(aliases), pack=pack, env_patch=dict(patch),
+            example=_plain(example), aliases=tuple(aliases), pack=pack, env_patch=dict(patch), scope=scope,
         ))
     return rules
 
@@ -263,7 +269,7 @@ def _rule_to_json(r: Rule) -> dict[str, Any]:
             "when": r.when, "message": r.message, "needs": list(r.needs), "only_if_set": list(r.only_if_set),
             "per_check": {c: {k: list(v) for k, v in g.items()} for c, g in r.per_check.items()},
             "fallback": r.fallback, "example": r.example,
-            "aliases": list(r.aliases), "pack": r.pack, "env_patch": dict(r.env_patch)}
+            "aliases": list(r.aliases), "pack": r.pack, "env_patch": dict(r.env_patch), "scope": r.scope}
 
 
 def _rule_from_json(d: dict[str, Any]) -> Rule:
@@ -274,7 +280,7 @@ def _rule_from_json(d: dict[str, Any]) -> Rule:
                         "needs": tuple(d["needs"]), "only_if_set": tuple(d["only_if_set"]),
                         "per_check": {c: {k: tuple(v) for k, v in g.items()} for c, g in d["per_check"].items()},
                         "fallback": d["fallback"], "example": d["example"], "aliases": tuple(d["aliases"]),
-                        "pack": d["pack"], "env_patch": d["env_patch"]})
+                        "pack": d["pack"], "env_patch": d["env_patch"], "scope": d.get("scope", "any")})
 
 
 def compile_text(directory=None) -> str:

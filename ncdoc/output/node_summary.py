@@ -44,4 +44,26 @@ def summary(snap, topo) -> list[tuple[str, object]]:
     return out
 
 
-__all__ = ["summary"]
+def job_summary(snap, span: tuple[bool | None, str], report) -> tuple[str, dict]:
+    """The job section: how many nodes and GPUs the job states, and how that judges the rules whose
+    problem matters only between nodes (`scope: multi-node`): info on a one-node job, with why."""
+    from ncdoc.engine.job_facts import claim_text
+    job = snap.job
+    multi, why = span
+    spans = {True: f"several nodes ({why})", False: f"one node ({why})"}.get(
+        multi, "not stated (no SLURM_NNODES, NNODES, WORLD_SIZE or other launcher variable)")
+    gpus = max(job.gpus, key=lambda c: c.value) if job.gpus else None
+    mild = sum(1 for f in report.findings if f.original_severity)
+    if multi is False:
+        judged = ("info: NCCL does not need the network between nodes for this job"
+                  + (f" ({mild} finding{'s' if mild != 1 else ''} judged so)" if mild else ""))
+    else:
+        judged = "at their own severity" + ("" if multi else " (the job may span several nodes)")
+    rows = {"spans": spans, "GPUs given": f"{gpus.value} ({claim_text(gpus)})" if gpus else "not stated",
+            "network-only rules": judged}
+    if job.ignored:
+        rows["not read"] = "; ".join(job.ignored)
+    return "Job", rows
+
+
+__all__ = ["summary", "job_summary"]

@@ -82,6 +82,17 @@ def _empty_env() -> NcclEnv:
     return NcclEnv(Status.ok("empty"))
 
 
+def _job_here(captured, claims: dict):
+    """The job about to start, for a node read from a file or an example: this process's launcher
+    variables (SLURM_NNODES, WORLD_SIZE, CUDA_VISIBLE_DEVICES, ...) when any is set, else the job the
+    snapshot was captured with; ncdoc's own claims (--expect-gpus, --nodes, the config's) added."""
+    import os
+    from ncdoc.probes.job import VARIABLES, probe_job, with_options
+    if any(name in os.environ for name in VARIABLES):
+        return probe_job(os.environ, **claims)
+    return with_options(captured, **claims) if claims else captured
+
+
 def node_context(*, snapshot: str | None = None, example: str | None = None, env: Sequence[str] = (),
                  env_files: Sequence[str] = (), nccl_version: str | None = None, job: dict | None = None,
                  live_options: dict | None = None) -> tuple[Snapshot, Context]:
@@ -89,15 +100,16 @@ def node_context(*, snapshot: str | None = None, example: str | None = None, env
     layered over its own env, and the Context every rule reads.
 
     job: ncdoc's own claims about the job (ncdoc.probes.job keywords: expect_gpus, nodes, config_gpus),
-    read with the live node, or added to a file's or an example's job section; live_options: more
+    read with the live node, or with a file's or an example's job (see _job_here); live_options: more
     keywords for the live capture (timeout_s)."""
     from ncdoc.engine.rules import Context
     claims = {k: v for k, v in (job or {}).items() if v is not None}
     snap = load_node(snapshot=snapshot, example=example,
                      live_options={**(live_options or {}), **({"job": claims} if claims else {})})
-    if claims and (snapshot or example):
-        from ncdoc.probes.job import with_options
-        snap = snap.replace(job=with_options(snap.job, **claims))
+    if snapshot or example:
+        job_here = _job_here(snap.job, claims)
+        if job_here is not snap.job:
+            snap = snap.replace(job=job_here)
     layered = _layered(snap.env, env, env_files)
     if layered is not snap.env:
         snap = snap.replace(env=layered)

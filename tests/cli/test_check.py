@@ -162,6 +162,46 @@ def test_expect_gpus_and_nodes_are_claims_about_the_job(capsys):
     assert rc == 0 and "NC5101" not in out and "NC4101" not in out
 
 
+@pytest.mark.parametrize("nnodes, rc_wanted, severity", [("1", 0, "INFO"), ("2", 1, "ERROR"), (None, 1, "ERROR")],
+                         ids=["one-node", "two-nodes", "unset"])
+def test_a_one_node_job_is_not_stopped_by_the_network(capsys, monkeypatch, nnodes, rc_wanted, severity):
+    # the launcher's variables are the job about to start, on an example or a snapshot file as on the live node
+    if nnodes is not None:
+        monkeypatch.setenv("SLURM_NNODES", nnodes)
+    rc, out, err = run(capsys, "--example", "dgx-h100-port-down")
+    assert rc == rc_wanted
+    port = next(line for line in out.splitlines() if " NC4004 port-down:" in line)
+    assert port.startswith(severity)
+    if nnodes == "1":                    # still visible, with why it does not stop this job
+        assert "[error on a multi-node job; info here: the job runs on one node (SLURM_NNODES=1)" in port
+        assert "3 judged as info: the job runs on one node" in err
+    else:
+        assert "info here" not in out
+
+
+def test_json_shows_the_downgrade_with_the_original_severity(capsys, monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "8")              # 8 ranks, 8 GPUs on this node: one node
+    rc, out, err = run(capsys, "--example", "dgx-h100-port-down", "--json")
+    data = json.loads(out)
+    assert rc == 0 and data["decision"]["ready"] is True and data["summary"]["error"] == 0
+    f = next(x for x in data["findings"] if x["code"] == "NC4004")
+    assert f["severity"] == "info"
+    assert f["downgraded"] == {"from": "error", "reason": "the job runs on one node (WORLD_SIZE=8 ranks, 8 GPU(s) "
+                                                          "on this node): NCCL does not need the network between nodes"}
+
+
+def test_the_environment_replaces_the_job_a_snapshot_was_captured_with(capsys, monkeypatch, tmp_path):
+    from ncdoc.examples.stored import load_example
+    from ncdoc.snapshot import JobClaim
+    from ncdoc.startup.record import replace
+    snap = load_example("dgx-h100-port-down")
+    snap = snap.replace(job=replace(snap.job, nodes=(JobClaim("SLURM_NNODES", 1, "1"),)))
+    (tmp_path / "node.json").write_text(snap.to_json())
+    assert run(capsys, "--snapshot", str(tmp_path / "node.json"))[0] == 0          # captured in a one-node job
+    monkeypatch.setenv("SLURM_NNODES", "4")
+    assert run(capsys, "--snapshot", str(tmp_path / "node.json"))[0] == 1          # the job starting now spans 4
+
+
 def test_the_config_file_can_say_how_many_gpus_every_node_has(capsys, tmp_path):
     (tmp_path / "ncdoc.toml").write_text("expect-gpus = 8\n")
     rc, out, err = run(capsys, "--example", "workstation-2gpu")

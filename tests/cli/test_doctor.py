@@ -56,3 +56,17 @@ def test_env_show(capsys, monkeypatch, tmp_path):
 def test_env_needs_an_action(capsys):
     assert main(["env"]) == 2
     assert "show or generate" in capsys.readouterr().err
+
+
+def test_the_job_section_says_why_network_findings_are_info(capsys, monkeypatch):
+    monkeypatch.setenv("SLURM_NNODES", "1")
+    rc = main(["doctor", "--example", "dgx-h100-port-down", "--color", "never"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    job = out[out.index("\nJob\n"):out.index("RDMA path or TCP fallback")]
+    assert "one node (SLURM_NNODES=1)" in job and "3 findings judged so" in job
+    assert "INFO NC4004 port-down" in out and "info here: the job runs on one node" in out
+    monkeypatch.delenv("SLURM_NNODES")
+    assert main(["doctor", "--example", "dgx-h100-port-down", "--color", "never"]) == 1
+    out = capsys.readouterr().out
+    assert "not stated" in out and "at their own severity" in out and "ERROR NC4004 port-down" in out

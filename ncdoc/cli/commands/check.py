@@ -20,7 +20,10 @@ Slurm prolog and Kubernetes init container (see ncdoc-prelaunch).
 The job's claims come from its launcher's variables (SLURM_GPUS_ON_NODE, SLURM_JOB_GPUS,
 SLURM_STEP_GPUS, CUDA_VISIBLE_DEVICES, NVIDIA_VISIBLE_DEVICES; SLURM_NNODES, SLURM_JOB_NUM_NODES,
 SLURM_JOB_NODELIST, NNODES; WORLD_SIZE, OMPI_COMM_WORLD_SIZE and the local sizes), from
---expect-gpus / --nodes, and from the config file's expect-gpus.
+--expect-gpus / --nodes, and from the config file's expect-gpus; with --snapshot or --example,
+the launcher's variables (when any is set) replace the job the snapshot was captured with.
+On a job known to run on one node, problems that matter only between nodes (a port down, HCA or
+GID selection, the socket interface) are reported as info, saying why (docs/prelaunch.md).
 
 The whole check has a deadline (--timeout, default {DEFAULT_TIMEOUT_S:g} s): NVML runs in a child
 process that is stopped when it has not answered in time (an error finding names it), and a
@@ -126,7 +129,9 @@ def _run(args) -> int:
             from ncdoc.output import render
             sys.stdout.write(render(report, "lines", color=args.color))
         n = len(report.findings)
+        mild = sum(1 for f in report.findings if f.original_severity)
         print(f"ncdoc check: {n} problem{'s' if n != 1 else ''}" + (" (failing)" if failed else "")
+              + (f" ({mild} judged as info: the job runs on one node)" if mild else "")
               + f"; {len(report.skipped)} rules skipped (ncdoc doctor says why)", file=sys.stderr)
     elif fmt == "json":
         sys.stdout.write(json_report(report, snap, ctx, sel.fail_on, code))

@@ -15,6 +15,11 @@ and write a report: a short topology summary, then the findings grouped in the o
 expert works (RDMA path or TCP fallback; GPUDirect RDMA, affinity and rails; link health;
 settings), each with its evidence and fix, and last what was skipped and why.
 
+The job section says how many nodes the job spans (its launcher's variables, --nodes in check).
+Rules whose problem matters only between nodes (a port down, HCA or GID selection, the socket
+interface, GPUDirect RDMA) are judged as info on a job known to run on one node, each such
+finding saying why; with nothing stating the job's size they keep their severity.
+
 exit status: 0 nothing at or above --fail-on (default error), 1 findings at or above it, 2 bad input.
 
 examples:
@@ -34,7 +39,7 @@ def add_arguments(parser) -> None:
 
 def run(args) -> int:
     from ncdoc.output import render
-    from ncdoc.output.node_summary import summary
+    from ncdoc.output.node_summary import job_summary, summary
     from ncdoc.usecases.node_context import node_context
     fmt = opt.output_format(args, "text")
     version = opt.nccl_version_arg(args)
@@ -42,6 +47,7 @@ def run(args) -> int:
     sel = opt.selection(args, default_fail_on="error")
     report = sel.run(ctx)
     facts = summary(snap, ctx.topology if not ctx.missing("topology") else None)
+    facts.append(job_summary(snap, ctx.job_span, report))
     if snap.notes:
         facts.append(("Probe notes", list(snap.notes)))
     title = f"ncdoc doctor: {snap.host.hostname or snap.origin}"

@@ -30,7 +30,7 @@ def run(args) -> int:
         out = {"schema_version": 1, "code": rule.code, "name": rule.name, "severity": rule.severity,
                "family": rule.family, "stage": rule.stage, "summary": rule.summary, "why": rule.why,
                "fix": rule.fix, "references": list(rule.references), "example": dict(rule.example),
-               "aliases": list(rule.aliases), "docs": rule.docs}
+               "aliases": list(rule.aliases), "scope": rule.scope, "docs": rule.docs}
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return 0
     from ncdoc.engine.docs import page
