@@ -306,6 +306,17 @@ class NcclEnv:
 
 # ---------------------------------------------------------------- the job
 
+# The launcher variables a job section is read from (ncdoc.probes.job reads them; a command that
+# loads a node from a file asks whether any is set before importing it).
+JOB_GPU_COUNTS = ("SLURM_GPUS_ON_NODE",)
+JOB_GPU_LISTS = ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
+JOB_NODE_COUNTS = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES", "NNODES")
+JOB_NODE_LISTS = ("SLURM_JOB_NODELIST",)
+JOB_RANK_COUNTS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+JOB_LOCAL_RANK_COUNTS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
+JOB_VARIABLES = (JOB_GPU_COUNTS + JOB_GPU_LISTS + JOB_NODE_COUNTS + JOB_NODE_LISTS + JOB_RANK_COUNTS
+                 + JOB_LOCAL_RANK_COUNTS)
+
 @record(frozen=True)
 class JobClaim:
     """One statement of what the job was given: "SLURM_GPUS_ON_NODE=8", "--nodes 4"."""

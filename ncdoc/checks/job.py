@@ -9,7 +9,6 @@ each check needs are declared with its rule (rules/job.yaml: needs).
 
 from __future__ import annotations
 
-from ncdoc.engine.job_facts import claim_text, job_span, usable_gpus
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit
 from ncdoc.nccl.devices import is_active
@@ -18,7 +17,10 @@ from ncdoc.nccl.devices import is_active
 _NOT_INIT_FAILURES = ("", "NotInstalled", "Timeout", "LibRmVersionMismatch")
 
 
+# ncdoc.engine.job_facts is imported where a claim is judged: a job stating nothing needs none of it.
+
 def _claim_ev(c) -> Evidence:
+    from ncdoc.engine.job_facts import claim_text
     where = "job" if c.source.startswith(("-", "config:")) else "env"
     return Evidence(claim_text(c), c.source[7:] if c.source.startswith("config:") else where)
 
@@ -29,6 +31,7 @@ def fewer_gpus_than_allocated(ctx: Context):
     claims = snap.job.gpus
     if not claims:
         return
+    from ncdoc.engine.job_facts import claim_text, usable_gpus
     have, how = usable_gpus(snap)
     short = sorted((c for c in claims if c.value > have), key=lambda c: -c.value)
     if short:
@@ -127,6 +130,9 @@ def gpu_in_bad_state(ctx: Context):
 @check("multi_node_job_without_rdma")
 def multi_node_job_without_rdma(ctx: Context):
     snap = ctx.snapshot
+    if not (snap.job.nodes or snap.job.ranks):
+        return                             # nothing says how many nodes the job spans
+    from ncdoc.engine.job_facts import job_span
     multi, why = job_span(snap)
     if not multi:
         return

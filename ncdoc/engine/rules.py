@@ -50,6 +50,10 @@ _RUN_EVIDENCE = {"log": ("nccl_log", "NCCL log"), "tests": ("nccl_tests", "nccl-
                  "diag": ("diag", "NCCL DIAG report"), "host_output": ("host_output", "host command output")}
 
 
+# The layout of rules/compiled.json (Rule as JSON): written by ncdoc.engine.packs, read by ncdoc.engine.ruleset.
+COMPILED_SCHEMA = 1
+
+
 @record(frozen=True)
 class Rule:
     code: str                       # "NC1001": NC + family digit + 3 digits, permanent

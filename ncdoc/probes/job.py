@@ -19,19 +19,15 @@ OMPI_COMM_WORLD_LOCAL_SIZE, MPI_LOCALNRANKS.
 
 from __future__ import annotations
 
-from ncdoc.snapshot import JobClaim, JobSection, Status
+from ncdoc.snapshot import (JOB_GPU_COUNTS as GPU_COUNTS, JOB_GPU_LISTS as GPU_LISTS,
+                            JOB_LOCAL_RANK_COUNTS as LOCAL_RANK_COUNTS, JOB_NODE_COUNTS as NODE_COUNTS,
+                            JOB_NODE_LISTS as NODE_LISTS, JOB_RANK_COUNTS as RANK_COUNTS,
+                            JOB_VARIABLES as VARIABLES, JobClaim, JobSection, Status)
 
 TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
 if TYPE_CHECKING:
     from typing import Mapping
 
-GPU_COUNTS = ("SLURM_GPUS_ON_NODE",)
-GPU_LISTS = ("SLURM_JOB_GPUS", "SLURM_STEP_GPUS", "CUDA_VISIBLE_DEVICES", "NVIDIA_VISIBLE_DEVICES")
-NODE_COUNTS = ("SLURM_NNODES", "SLURM_JOB_NUM_NODES", "NNODES")
-NODE_LISTS = ("SLURM_JOB_NODELIST",)
-RANK_COUNTS = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-LOCAL_RANK_COUNTS = ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
-VARIABLES = GPU_COUNTS + GPU_LISTS + NODE_COUNTS + NODE_LISTS + RANK_COUNTS + LOCAL_RANK_COUNTS
 
 
 def count(text: str) -> int | None:

@@ -87,10 +87,14 @@ def _job_here(captured, claims: dict):
     variables (SLURM_NNODES, WORLD_SIZE, CUDA_VISIBLE_DEVICES, ...) when any is set, else the job the
     snapshot was captured with; ncdoc's own claims (--expect-gpus, --nodes, the config's) added."""
     import os
-    from ncdoc.probes.job import VARIABLES, probe_job, with_options
-    if any(name in os.environ for name in VARIABLES):
+    from ncdoc.snapshot import JOB_VARIABLES
+    if any(name in os.environ for name in JOB_VARIABLES):
+        from ncdoc.probes.job import probe_job
         return probe_job(os.environ, **claims)
-    return with_options(captured, **claims) if claims else captured
+    if not claims:
+        return captured
+    from ncdoc.probes.job import with_options
+    return with_options(captured, **claims)
 
 
 def node_context(*, snapshot: str | None = None, example: str | None = None, env: Sequence[str] = (),

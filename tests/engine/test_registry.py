@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ncdoc.engine import docs as ruledocs, ruleset
+from ncdoc.engine import docs as ruledocs, packs, ruleset
 from ncdoc.errors import InputError
 from paths import ROOT
 
@@ -34,7 +34,7 @@ def rules():
 
 
 def test_compiled_json_is_up_to_date():
-    text = ruleset.compile_text()
+    text = packs.compile_text()
     path = Path(ruleset.compiled_path())
     assert path.is_file() and path.read_text(encoding="utf-8") == text, \
         "rules/compiled.json is out of date: run python -m ncdoc.engine.ruleset --compile"
@@ -138,7 +138,7 @@ rules:
 
 
 def test_good_pack_parses():
-    (rule,) = ruleset.parse_pack(GOOD, "demo.yaml")
+    (rule,) = packs.parse_pack(GOOD, "demo.yaml")
     assert rule.code == "NC1999" and rule.when == {"env": "NCCL_DEBUG", "equals": "INFO"}
 
 
@@ -160,7 +160,7 @@ def test_good_pack_parses():
 def test_bad_pack_names_file_line_and_key(change, line, words):
     text = GOOD.replace(*change)
     with pytest.raises(InputError) as err:
-        ruleset.parse_pack(text, "demo.yaml")
+        packs.parse_pack(text, "demo.yaml")
     msg = str(err.value)
     assert msg.startswith(f"demo.yaml:{line}:"), msg
     assert words in msg
@@ -183,7 +183,7 @@ rules:
 
 
 def test_checks_declare_their_needs_per_check():
-    (rule,) = ruleset.parse_pack(CHECK_RULE, "demo.yaml")
+    (rule,) = packs.parse_pack(CHECK_RULE, "demo.yaml")
     assert rule.checks == ("node_fn", "log_fn") and not rule.needs
     assert rule.check_gate("node_fn") == (("hcas",), ("NCCL_IB_HCA",))
     assert rule.check_gate("log_fn") == (("log",), ())
@@ -204,21 +204,21 @@ def test_bad_check_declarations_name_file_line_and_key(change, line, words):
     text = CHECK_RULE.replace(*change)
     assert text != CHECK_RULE
     with pytest.raises(InputError) as err:
-        ruleset.parse_pack(text, "demo.yaml")
+        packs.parse_pack(text, "demo.yaml")
     msg = str(err.value)
     assert msg.startswith(f"demo.yaml:{line}:"), msg
     assert words in msg, msg
 
 
 def test_duplicate_codes_are_rejected():
-    a = ruleset.parse_pack(GOOD, "a.yaml")
+    a = packs.parse_pack(GOOD, "a.yaml")
     with pytest.raises(InputError, match="NC1999"):
-        ruleset.check_registry(a + a)
+        packs.check_registry(a + a)
 
 
 def test_invalid_yaml_names_the_line():
     with pytest.raises(InputError, match=r"bad\.yaml:3: not valid YAML"):
-        ruleset.parse_pack("pack: x\nrules: [\n  - {\n", "bad.yaml")
+        packs.parse_pack("pack: x\nrules: [\n  - {\n", "bad.yaml")
 
 
 def test_rules_json_lists_everything(capsys):

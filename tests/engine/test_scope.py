@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from ncdoc.engine import cases as rule_cases, ruleset
+from ncdoc.engine import cases as rule_cases, packs, ruleset
 from ncdoc.engine.job_facts import job_span
 from ncdoc.engine.rules import Context, Rule, run_rules
 from ncdoc.errors import InputError
@@ -101,7 +101,7 @@ def test_scope_is_validated_in_the_pack():
             "    scope: one-node\n    summary: s\n    why: w\n    fix: f\n    references: []\n"
             "    check: demo\n    example: {expect: []}\n")
     with pytest.raises(InputError, match=r"scope: 'one-node' is not one of any, multi-node"):
-        ruleset.parse_pack(pack, "demo.yaml")
+        packs.parse_pack(pack, "demo.yaml")
 
 
 # The audit of every rule: what only matters between nodes, and what would break a one-node job too.
