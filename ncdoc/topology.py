@@ -46,11 +46,11 @@ def path_rank(p: str) -> int:
         return 99
 
 
-_HEX = frozenset("0123456789abcdefABCDEF")
+_HEX_DIGITS = "0123456789abcdefABCDEF"
 
 
 def _hex(s: str, most: int) -> bool:
-    return 0 < len(s) <= most and all(c in _HEX for c in s)
+    return 0 < len(s) <= most and not s.lstrip(_HEX_DIGITS)
 
 
 _BUS_IDS: dict = {}     # bus id text -> normalized: a check compares the same few ids hundreds of times
@@ -389,12 +389,11 @@ def _from_pci(snapshot: Snapshot) -> Topology:
     n_numa = len(snapshot.numa.nodes) if snapshot.numa.status.state == OK and snapshot.numa.nodes else None
     nv = _nv_counts(gpus)
     matrix: dict[str, dict[str, str]] = {e.label: {} for e in endpoints}
-    notes: list[str] = []
-    for x in endpoints:
-        for y in endpoints:
-            if x is y:
-                matrix[x.label][y.label] = "X"
-                continue
+    unknown: list[tuple[tuple[int, int], str]] = []    # (where the pair's first label stands, ...), note
+    for i, x in enumerate(endpoints):
+        matrix[x.label][x.label] = "X"
+        for j in range(i + 1, len(endpoints)):   # every path below reads the same both ways
+            y = endpoints[j]
             p = None
             if x.kind == y.kind == "gpu" and (k := nv.get((x.pci, y.pci))):
                 p = f"NV{k}"
@@ -407,10 +406,12 @@ def _from_pci(snapshot: Snapshot) -> Topology:
             elif x.numa is not None and y.numa is not None and x.numa != y.numa:
                 p = "SYS"  # not in the tree, but NUMA alone settles it
             if p:
-                matrix[x.label][y.label] = p
-            elif x.label < y.label:
+                matrix[x.label][y.label] = matrix[y.label][x.label] = p
+            else:
+                (ka, a), (kb, b) = sorted(((i, x), (j, y)), key=lambda t: t[1].label)
                 where = "not in the PCI tree" if not (x.pci in devs and y.pci in devs) else "NUMA node unknown"
-                notes.append(f"{x.label}-{y.label}: path unknown ({where})")
+                unknown.append(((ka, kb), f"{a.label}-{b.label}: path unknown ({where})"))
+    notes = [text for _, text in sorted(unknown)]
     nic_names = {e.label: e.name for e in endpoints if e.kind == "nic" and e.name != e.label}
     numa = {e.label: e.numa for e in endpoints}
     source = snapshot.pci.status.source or "pci"

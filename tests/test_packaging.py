@@ -23,7 +23,7 @@ def wheel(tmp_path_factory) -> zipfile.ZipFile:
 
 def test_wheel_ships_rules_tuners_examples_and_the_prelaunch_script(wheel):
     names = set(wheel.namelist())
-    assert "ncdoc/_bundled/rules/compiled.json" in names
+    assert "ncdoc/_bundled/rules/compiled.json" in names and "ncdoc/_bundled/rules/compiled_docs.json" in names
     for pack in (ROOT / "rules").glob("*.yaml"):
         assert f"ncdoc/_bundled/rules/{pack.name}" in names
     for space in (ROOT / "tuners" / "spaces").glob("*.yaml"):

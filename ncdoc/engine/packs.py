@@ -1,8 +1,11 @@
-"""Rule packs (rules/*.yaml): read, validated and compiled into rules/compiled.json.
+"""Rule packs (rules/*.yaml): read, validated and compiled into rules/compiled.json and
+rules/compiled_docs.json.
 
-The packs are the source; `python -m ncdoc.engine.ruleset --compile` writes rules/compiled.json,
+The packs are the source; `python -m ncdoc.engine.ruleset --compile` writes the compiled files,
 which is what the fast paths (`ncdoc check`) read through ncdoc.engine.ruleset, with json and no
-YAML import. A test fails when compiled.json is out of date. Nothing here is on the check path.
+YAML import: compiled.json holds what the engine reads, compiled_docs.json each rule's summary,
+why, references and example (read only when docs are shown). A test fails when either is out of
+date. Nothing here is on the check path.
 
 Pack format (unknown keys are rejected with file, line and key):
     pack: env
@@ -235,16 +238,22 @@ def load_sources(directory=None) -> list[Rule]:
 
 
 def _rule_to_json(r: Rule) -> dict[str, Any]:
-    return {"code": r.code, "name": r.name, "severity": r.severity, "stage": r.stage, "summary": r.summary,
-            "why": r.why, "fix": r.fix, "references": list(r.references), "checks": list(r.checks),
-            "when": r.when, "message": r.message, "needs": list(r.needs), "only_if_set": list(r.only_if_set),
+    """The rule as compiled.json holds it: everything the engine reads, no docs (DOC_FIELDS)."""
+    return {"code": r.code, "name": r.name, "severity": r.severity, "stage": r.stage, "fix": r.fix,
+            "checks": list(r.checks), "when": r.when, "message": r.message, "needs": list(r.needs),
+            "only_if_set": list(r.only_if_set),
             "per_check": {c: {k: list(v) for k, v in g.items()} for c, g in r.per_check.items()},
-            "fallback": r.fallback, "example": r.example,
-            "aliases": list(r.aliases), "pack": r.pack, "env_patch": dict(r.env_patch), "scope": r.scope}
+            "fallback": r.fallback, "aliases": list(r.aliases), "pack": r.pack, "env_patch": dict(r.env_patch),
+            "scope": r.scope}
 
 
-def compile_text(directory=None) -> str:
-    """The compiled.json text for the current sources (check functions resolved to modules)."""
+def _docs_to_json(r: Rule) -> dict[str, Any]:
+    return {"summary": r.summary, "why": r.why, "references": list(r.references), "example": r.example}
+
+
+def compile_texts(directory=None) -> dict[str, str]:
+    """{file name: text} of rules/compiled.json and rules/compiled_docs.json for the current sources
+    (check functions resolved to their modules)."""
     from ncdoc.checks import import_all
     rules = load_sources(directory)
     import_all()
@@ -260,8 +269,10 @@ def compile_text(directory=None) -> str:
             "packs": sorted({r.pack for r in rules}),
             "checks": dict(sorted(modules.items())),
             "rules": [_rule_to_json(r) for r in rules]}
+    docs = {"schema_version": COMPILED_SCHEMA, "docs": {r.code: _docs_to_json(r) for r in rules}}
     import json
-    return json.dumps(body, indent=1, sort_keys=False, ensure_ascii=False) + "\n"
+    return {name: json.dumps(data, indent=1, sort_keys=False, ensure_ascii=False) + "\n"
+            for name, data in (("compiled.json", body), ("compiled_docs.json", docs))}
 
 
-__all__ = ["parse_pack", "check_registry", "pack_files", "load_sources", "compile_text"]
+__all__ = ["parse_pack", "check_registry", "pack_files", "load_sources", "compile_texts"]

@@ -50,8 +50,10 @@ _RUN_EVIDENCE = {"log": ("nccl_log", "NCCL log"), "tests": ("nccl_tests", "nccl-
                  "diag": ("diag", "NCCL DIAG report"), "host_output": ("host_output", "host command output")}
 
 
-# The layout of rules/compiled.json (Rule as JSON): written by ncdoc.engine.packs, read by ncdoc.engine.ruleset.
-COMPILED_SCHEMA = 1
+# The layout of rules/compiled.json (Rule as JSON, without its docs) and compiled_docs.json (each rule's
+# summary, why, references and example): written by ncdoc.engine.packs, read by ncdoc.engine.ruleset.
+COMPILED_SCHEMA = 2
+DOC_FIELDS = ("summary", "why", "references", "example")
 
 
 @record(frozen=True)
@@ -93,6 +95,44 @@ class Rule:
         """(needs, only_if_set) of one of the rule's checks (its own, in a rule with several)."""
         own = self.per_check.get(name)
         return (tuple(own.get("needs", ())), tuple(own.get("only_if_set", ()))) if own else ((), ())
+
+
+class _Doc:
+    """A documentation field of a Rule loaded from rules/compiled.json, which leaves the docs out: the
+    check path reads the rules many times a minute and prints their docs only in `ncdoc rule` and
+    reports. The first read of one fills all four from compiled_docs.json, through the loader the
+    registry left in the rule (`_docs`); a Rule made any other way holds its docs itself."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __get__(self, rule, owner=None):
+        if rule is None:
+            return self
+        d = rule.__dict__
+        docs = d["_docs"](rule.code)
+        for name in DOC_FIELDS:
+            d[name] = docs[name]
+        del d["_docs"]
+        return d[self.name]
+
+
+for _name in DOC_FIELDS:
+    setattr(Rule, _name, _Doc(_name))
+del _name
+
+
+def lean_rule(values: dict, docs: Callable[[str], dict]) -> Rule:
+    """A Rule of `values` (every field but DOC_FIELDS) whose docs `docs(code)` gives when first read."""
+    rule = object.__new__(Rule)
+    rule.__dict__.update(Rule.__record_defaults__)
+    rule.__dict__.update(values)
+    for name in DOC_FIELDS:
+        rule.__dict__.pop(name, None)
+    rule.__dict__["_docs"] = docs
+    return rule
 
 
 def reads_node(rule: Rule) -> bool:

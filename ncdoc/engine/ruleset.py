@@ -10,10 +10,9 @@ from __future__ import annotations
 import os
 import sys
 
-from ncdoc.engine.rules import CHECKS, COMPILED_SCHEMA, Rule, runnable_checks
+from ncdoc.engine.rules import CHECKS, COMPILED_SCHEMA, Rule, lean_rule, runnable_checks
 from ncdoc.errors import InputError, UsageError
 from ncdoc.startup.json_load import load_file
-from ncdoc.startup.record import build
 
 TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
 if TYPE_CHECKING:
@@ -43,15 +42,37 @@ def _rules_dir_fast() -> str:
     return str(rules_dir())          # raises the install error
 
 
-def _rule_from_json(d: dict[str, Any]) -> Rule:
-    # record.build: Rule(**fields) without the generic __init__, for the ~70 rules of every check
-    return build(Rule, {"code": d["code"], "name": d["name"], "severity": d["severity"], "summary": d["summary"],
-                        "why": d["why"], "fix": d["fix"], "stage": d["stage"], "references": tuple(d["references"]),
-                        "checks": tuple(d["checks"]), "when": d["when"], "message": d["message"],
-                        "needs": tuple(d["needs"]), "only_if_set": tuple(d["only_if_set"]),
-                        "per_check": {c: {k: tuple(v) for k, v in g.items()} for c, g in d["per_check"].items()},
-                        "fallback": d["fallback"], "example": d["example"], "aliases": tuple(d["aliases"]),
-                        "pack": d["pack"], "env_patch": d["env_patch"], "scope": d.get("scope", "any")})
+def _rule_from_json(d: dict[str, Any], docs) -> Rule:
+    # no Rule(**fields) with its generic __init__: this runs for every rule of every check
+    return lean_rule({"code": d["code"], "name": d["name"], "severity": d["severity"], "fix": d["fix"],
+                      "stage": d["stage"], "checks": tuple(d["checks"]), "when": d["when"], "message": d["message"],
+                      "needs": tuple(d["needs"]), "only_if_set": tuple(d["only_if_set"]),
+                      "per_check": {c: {k: tuple(v) for k, v in g.items()} for c, g in d["per_check"].items()}
+                      if d["per_check"] else {},
+                      "fallback": d["fallback"], "aliases": tuple(d["aliases"]), "pack": d["pack"],
+                      "env_patch": d["env_patch"], "scope": d["scope"]}, docs)
+
+
+class _CompiledDocs:
+    """compiled_docs.json, read when a rule's docs are first asked for: code -> the rule's docs fields."""
+
+    def __init__(self, path: str):
+        self.path = path
+        self._docs: dict | None = None
+
+    def __call__(self, code: str) -> dict[str, Any]:
+        if self._docs is None:
+            try:
+                data = load_file(self.path)
+            except (OSError, ValueError) as exc:
+                raise InputError(f"cannot read the rules' docs ({exc}): run python -m ncdoc.engine.ruleset "
+                                 "--compile", path=self.path) from None
+            self._docs = data.get("docs", {}) if data.get("schema_version") == COMPILED_SCHEMA else {}
+        d = self._docs.get(code)
+        if d is None:
+            raise InputError(f"no docs for {code}: run python -m ncdoc.engine.ruleset --compile", path=self.path)
+        return {"summary": d["summary"], "why": d["why"], "references": tuple(d["references"]),
+                "example": d["example"]}
 
 
 def compiled_path(directory=None) -> str:
@@ -151,7 +172,8 @@ def _load(directory: str | None, from_sources: bool) -> RuleSet:
         if data.get("schema_version") != COMPILED_SCHEMA:
             raise InputError("compiled rules have an unknown schema_version: run python -m ncdoc.engine.ruleset "
                              "--compile", path=compiled)
-        return RuleSet([_rule_from_json(r) for r in data["rules"]], data.get("checks"))
+        docs = _CompiledDocs(os.path.join(os.path.dirname(compiled), "compiled_docs.json"))
+        return RuleSet([_rule_from_json(r, docs) for r in data["rules"]], data.get("checks"))
     from ncdoc.engine.packs import load_sources
     return RuleSet(load_sources(directory))
 
@@ -163,30 +185,39 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", action="store_true", help="write rules/compiled.json")
     ap.add_argument("--check", action="store_true", help="exit 1 when rules/compiled.json is out of date")
     args = ap.parse_args(argv)
-    import json
-    from ncdoc.engine.packs import compile_text
+    from ncdoc.engine.packs import compile_texts
     from ncdoc.errors import NcdocError
     try:
-        text = compile_text()
+        texts = compile_texts()
     except NcdocError as exc:
         print(f"ncdoc: error: {exc}", file=sys.stderr)
         return 2
-    from pathlib import Path
-    path = Path(compiled_path())
+    folder = os.path.dirname(compiled_path())
+    import json
+    n = len(json.loads(texts["compiled.json"])["rules"])
     if args.check:
-        if not path.is_file() or path.read_text(encoding="utf-8") != text:
-            print(f"{path} is out of date: run python -m ncdoc.engine.ruleset --compile", file=sys.stderr)
+        stale = [name for name, text in texts.items() if not _same(os.path.join(folder, name), text)]
+        if stale:
+            print(f"{', '.join(stale)} in {folder} out of date: run python -m ncdoc.engine.ruleset --compile",
+                  file=sys.stderr)
             return 1
         return 0
     if args.compile:
         from ncdoc.readers.textfile import write_user_file
-        write_user_file(path, text, "the compiled rules")
-        n = len(json.loads(text)["rules"])
-        print(f"wrote {path} ({n} rules)", file=sys.stderr)
+        for name, text in texts.items():
+            write_user_file(os.path.join(folder, name), text, "the compiled rules")
+        print(f"wrote {', '.join(texts)} in {folder} ({n} rules)", file=sys.stderr)
         return 0
-    print(f"{len(json.loads(text)['rules'])} rules valid", file=sys.stderr)
+    print(f"{n} rules valid", file=sys.stderr)
     return 0
 
+
+def _same(path: str, text: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as fh:
+            return fh.read() == text
+    except OSError:
+        return False
 
 __all__ = ["COMPILED_SCHEMA", "rules_dir", "compiled_path", "RuleSet", "load", "main"]
 

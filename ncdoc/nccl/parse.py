@@ -207,10 +207,13 @@ class NcclList:
 
     def matches(self, name: str, port: int = -1) -> bool:
         """NCCL's `matchIfList(name, port, list, exact) ^ searchNot`."""
-        if not self.entries:
-            hit = True
-        else:
-            hit = any(entry_matches(e, name, port, self.exact) for e in self.entries)
+        hit = not self.entries
+        exact = self.exact
+        for e in self.entries:                 # entry_matches, inline: a check asks for every port
+            if (name == e.prefix if exact else name.startswith(e.prefix)) and \
+                    (e.port == -1 or port == -1 or e.port == port):
+                hit = True
+                break
         return hit != self.negate
 
 
@@ -223,12 +226,26 @@ def _atoi(s: str) -> int:
     return int(sign + digits) if digits else 0
 
 
+_LISTS: dict = {}     # (value, max_entries, version) -> NcclList: the rules parse the same few values many times
+
+
 def parse_list(value: str, *, max_entries: int = 32, version: str | None = None) -> NcclList:
     """Parse a list value the way NCCL does (`^` then `=` flags, then `parseStringList`).
 
     Since 2.30.7 entries are prefix[:port[:rail[:plane]]]; before, prefix[:port] where the
     port is atoi() of the rest. Entries past `max_entries` are silently dropped by NCCL.
+    The result is shared by every caller asking for the same value: it is never changed.
     """
+    key = (value, max_entries, version)
+    got = _LISTS.get(key)
+    if got is None:
+        got = _parse_list(value, max_entries, version)
+        if len(_LISTS) < 256:
+            _LISTS[key] = got
+    return got
+
+
+def _parse_list(value: str, max_entries: int, version: str | None) -> NcclList:
     v = value
     negate = v.startswith("^")
     if negate:

@@ -87,11 +87,16 @@ def _build_converter(tp):
         # the converter call, which is only made to convert or to raise the precise error.
         convs: dict = {}
         build = _record.build
+        # a snapshot ncdoc wrote has every field: its records are filled in place, without the
+        # defaults and the generic build (a big node's snapshot has hundreds of records)
+        whole = len(fields) if not cls.__record_post__ else -1
+        new = object.__new__
 
         def record(data):
             if type(data) is not dict:
                 raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
-            kw = {}
+            obj = new(cls) if len(data) == whole else None
+            kw = obj.__dict__ if obj is not None else {}
             for k, v in data.items():
                 spec = convs.get(k)
                 if spec is None:
@@ -103,7 +108,7 @@ def _build_converter(tp):
                     kw[k] = v
                 else:
                     kw[k] = c(v)
-            return build(cls, kw)
+            return obj if obj is not None else build(cls, kw)
         return record
     if kind == "tuple":
         item = _converter(arg)

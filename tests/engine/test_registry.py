@@ -34,16 +34,34 @@ def rules():
 
 
 def test_compiled_json_is_up_to_date():
-    text = packs.compile_text()
-    path = Path(ruleset.compiled_path())
-    assert path.is_file() and path.read_text(encoding="utf-8") == text, \
-        "rules/compiled.json is out of date: run python -m ncdoc.engine.ruleset --compile"
+    folder = Path(ruleset.compiled_path()).parent
+    for name, text in packs.compile_texts().items():
+        assert (folder / name).is_file() and (folder / name).read_text(encoding="utf-8") == text, \
+            f"rules/{name} is out of date: run python -m ncdoc.engine.ruleset --compile"
 
 
 def test_compiled_and_sources_agree(rules):
     compiled = ruleset.load()
     assert [r.code for r in compiled] == [r.code for r in rules]
-    assert all(a == b for a, b in zip(compiled, rules))
+    assert all(a == b for a, b in zip(compiled, rules))       # docs included: read from compiled_docs.json
+
+
+def test_the_check_path_leaves_the_rules_docs_unread(tmp_path):
+    # compiled.json holds what the engine reads; a rule's summary, why, references and example come
+    # from compiled_docs.json the first time one is asked for (ncdoc rule, reports)
+    import shutil
+    for name in ("compiled.json", "compiled_docs.json"):
+        shutil.copy(Path(ruleset.compiled_path()).parent / name, tmp_path / name)
+    rs = ruleset.load(str(tmp_path))
+    rule = rs.get("port-down")
+    assert "_docs" in rule.__dict__ and "why" not in rule.__dict__
+    (tmp_path / "compiled_docs.json").unlink()
+    assert rule.fix and rule.scope == "multi-node"          # what findings need is there without the docs
+    with pytest.raises(InputError, match="compiled_docs.json"):
+        rule.why
+    shutil.copy(Path(ruleset.compiled_path()).parent / "compiled_docs.json", tmp_path / "compiled_docs.json")
+    assert rule.why and rule.references and rule.example == ruleset.load(from_sources=True).get("port-down").example
+    assert "_docs" not in rule.__dict__
 
 
 def test_docs_are_up_to_date(rules):
