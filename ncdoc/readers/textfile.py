@@ -30,6 +30,8 @@ def binary_reason(sample: bytes) -> str | None:
     controls = len(sample) - len(sample.translate(None, _CONTROL))
     if controls > max(8, len(sample) // 100):
         return "it is binary (control characters), not text"
+    if sample.isascii():
+        return None                      # ASCII is UTF-8: nothing can fail to decode (most files are)
     # the last 3 bytes may be a character cut by the sample's end
     text = (sample[:-3] if len(sample) > 3 else sample).decode("utf-8", "replace")
     if text.count("\ufffd") > 4 + len(sample) // 1000:
