@@ -105,7 +105,8 @@ def _setstate(self, state):
 
 class _DataclassFields:
     """`__dataclass_fields__`, built on first use, so `dataclasses.replace/fields/asdict`
-    also work on records; the dataclasses module is imported only when someone asks."""
+    also work on records; the dataclasses module is imported only when someone asks. One
+    descriptor serves every record class."""
 
     def __get__(self, obj, cls):
         import dataclasses
@@ -123,47 +124,66 @@ class _DataclassFields:
         return built
 
 
+def _field(name: str, tp, default):
+    # Field(default) with its name and type, without Field.__init__'s keyword handling: a record
+    # decorator makes one per field of every record class at import (some 250 on the check path)
+    f = _new(Field)
+    f.name, f.type, f.default, f.default_factory = name, tp, default, _MISSING
+    return f
+
+
+_new = object.__new__
+
+
+_DATACLASS_FIELDS = _DataclassFields()
+
+
 def record(cls=None, /, *, frozen: bool = True, **_ignored):
     """Class decorator; usable bare or as `@record(frozen=True)` like `@dataclass`."""
     def wrap(c):
-        flds: list[Field] = []
-        inherited = getattr(c, "__record_fields__", ())
-        own = c.__dict__.get("__annotations__", {})
-        by_name = {f.name: f for f in inherited}
-        for name, tp in own.items():
-            if isinstance(tp, str) and tp.startswith("ClassVar"):
+        ns = c.__dict__
+        by_name = {f.name: f for f in getattr(c, "__record_fields__", ())}
+        for name, tp in ns.get("__annotations__", {}).items():
+            if tp.__class__ is str and tp[:8] == "ClassVar":
                 continue
-            value = c.__dict__.get(name, _MISSING)
-            if isinstance(value, Field):
+            value = ns.get(name, _MISSING)
+            if value.__class__ is Field:
                 f = value
-            else:
-                f = Field(default=value)
-            f.name, f.type = name, tp
-            by_name[name] = f
-            if value is not _MISSING and isinstance(value, Field):
+                f.name, f.type = name, tp
                 # a Field left on the class would shadow instance lookups of the default
                 if f.default is _MISSING:
                     delattr(c, name)
                 else:
                     setattr(c, name, f.default)
-        flds = list(by_name.values())
-        c.__record_fields__ = tuple(flds)
-        c.__record_names__ = tuple(f.name for f in flds)
-        c.__record_index__ = frozenset(c.__record_names__)
-        c.__record_defaults__ = {f.name: f.default for f in flds if f.default is not _MISSING}
-        c.__record_factories__ = tuple((f.name, f.default_factory) for f in flds
-                                       if f.default_factory is not _MISSING)
+            else:
+                f = _field(name, tp, value)
+            by_name[name] = f
+        # one pass over the fields for what every instance needs: a decorator runs for every record
+        # class at import, some forty of them on the check path
+        names = tuple(by_name)
+        defaults: dict = {}
+        factories = []
+        for f in by_name.values():
+            if f.default is not _MISSING:
+                defaults[f.name] = f.default
+            elif f.default_factory is not _MISSING:
+                factories.append((f.name, f.default_factory))
+        c.__record_fields__ = tuple(by_name.values())
+        c.__record_names__ = names
+        c.__record_index__ = frozenset(names)
+        c.__record_defaults__ = defaults
+        c.__record_factories__ = tuple(factories)
         c.__init__ = _init
         c.__eq__ = _eq
         c.__hash__ = _hash
         c.__repr__ = _repr
         c.__getstate__ = _getstate
         c.__setstate__ = _setstate
-        c.__match_args__ = tuple(f.name for f in flds)
+        c.__match_args__ = names
         # asked once here, not per instance: a failed attribute lookup costs a caught exception,
         # and a snapshot builds thousands of records
         c.__record_post__ = hasattr(c, "__post_init__")
-        c.__dataclass_fields__ = _DataclassFields()
+        c.__dataclass_fields__ = _DATACLASS_FIELDS
         if frozen:
             c.__setattr__ = _frozen_setattr
             c.__delattr__ = _frozen_delattr
