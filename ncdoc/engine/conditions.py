@@ -320,6 +320,22 @@ def render_message(template: str, ctx, facts: dict[str, Any] | None = None) -> s
     return "".join(parts) + template[done:]
 
 
+def env_gate(cond: dict) -> tuple[str, ...]:
+    """Variables one of which must be defined (set, even to "") for `cond` to hold; () when no such
+    set can be told. Every env test but `set: false` is false on an undefined variable, so an `all`
+    is gated by any part's gate, an `any` by the union of its parts' when each has one; `not` and
+    fact tests give none."""
+    if "all" in cond:
+        return next((g for g in map(env_gate, cond["all"]) if g), ())
+    if "any" in cond:
+        gates = [env_gate(c) for c in cond["any"]]
+        return tuple(dict.fromkeys(n for g in gates for n in g)) if gates and all(gates) else ()
+    if "env" in cond:
+        (op,) = set(cond) - {"env"}
+        return () if _env_test(op, None, cond[op]) else (cond["env"],)
+    return ()
+
+
 def evaluate(rule, ctx) -> list[Hit]:
     """The engine's hook for declarative rules: one Hit when `rule.when` holds."""
     ev = _Eval(ctx)
@@ -340,4 +356,4 @@ def evaluate(rule, ctx) -> list[Hit]:
                 env_patch=dict(getattr(rule, "env_patch", {}) or {}))]
 
 
-__all__ = ["FACTS", "ENV_OPS", "FACT_OPS", "validate", "validate_template", "evaluate", "render_message"]
+__all__ = ["FACTS", "ENV_OPS", "FACT_OPS", "validate", "validate_template", "env_gate", "evaluate", "render_message"]

@@ -177,6 +177,7 @@ def parse_pack(text: str, path: str) -> list[Rule]:
             message=message.strip() if isinstance(message, str) else "", needs=needs, only_if_set=only_if_set,
             per_check=per_check, fallback=fallback,
             example=_plain(example), aliases=tuple(aliases), pack=pack, env_patch=dict(patch), scope=scope,
+            env_gate=conditions.env_gate(rule_when) if (rule_when := _plain(when)) is not None else (),
         ))
     return rules
 
@@ -244,7 +245,7 @@ def _rule_to_json(r: Rule) -> dict[str, Any]:
             "only_if_set": list(r.only_if_set),
             "per_check": {c: {k: list(v) for k, v in g.items()} for c, g in r.per_check.items()},
             "fallback": r.fallback, "aliases": list(r.aliases), "pack": r.pack, "env_patch": dict(r.env_patch),
-            "scope": r.scope}
+            "env_gate": list(r.env_gate), "scope": r.scope}
 
 
 def _docs_to_json(r: Rule) -> dict[str, Any]:

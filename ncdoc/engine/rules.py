@@ -79,6 +79,9 @@ class Rule:
     aliases: tuple[str, ...] = ()
     pack: str = ""                  # which rules/*.yaml file it came from
     env_patch: Mapping[str, str | None] = field(default_factory=dict)  # declarative rules: the fix as env
+    # declarative rules: variables one of which must be defined for `when` to hold (derived from it by
+    # ncdoc.engine.conditions.env_gate); with none defined the rule reports nothing, unevaluated
+    env_gate: tuple[str, ...] = ()
     scope: str = "any"              # from SCOPES: "multi-node" when the problem matters only between nodes
 
     @property
@@ -348,7 +351,11 @@ def _hits(ctx: Context, rule: Rule, registry: Mapping[str, CheckFn],
                 reasons.append(s.reason)
         if reasons and len(reasons) == len(rule.checks):
             return Skipped(rule.code, rule.name, "; ".join(dict.fromkeys(reasons)))
-    elif rule.when is not None and evaluate_when is not None:
+    elif rule.when is not None:
+        if rule.env_gate and not any(n in ctx.env_map for n in rule.env_gate):
+            return []                  # the condition cannot hold: conditions stay unimported on most nodes
+        if evaluate_when is None:
+            from ncdoc.engine.conditions import evaluate as evaluate_when
         try:
             hits = [(hit, rule.needs) for hit in evaluate_when(rule, ctx)]
         except Skip as s:
@@ -369,8 +376,6 @@ def run_rules(ctx: Context, rules: Iterable[Rule], *, severity_overrides: Mappin
     registry = CHECKS if checks is None else checks
     rules = list(rules)
     overrides = dict(severity_overrides or {})
-    if evaluate_when is None and any(r.when is not None and not r.checks for r in rules):
-        from ncdoc.engine.conditions import evaluate as evaluate_when
     outcomes: list = [None] * len(rules)          # per rule, in the given order: its findings or its Skipped
     order = [i for i, r in enumerate(rules) if not r.fallback] + [i for i, r in enumerate(rules) if r.fallback]
     seen: list[tuple[Finding, tuple[str, ...]]] = []        # the findings so far, with their check's needs

@@ -50,7 +50,7 @@ def _rule_from_json(d: dict[str, Any], docs) -> Rule:
                       "per_check": {c: {k: tuple(v) for k, v in g.items()} for c, g in d["per_check"].items()}
                       if d["per_check"] else {},
                       "fallback": d["fallback"], "aliases": tuple(d["aliases"]), "pack": d["pack"],
-                      "env_patch": d["env_patch"], "scope": d["scope"]}, docs)
+                      "env_patch": d["env_patch"], "env_gate": tuple(d["env_gate"]), "scope": d["scope"]}, docs)
 
 
 class _CompiledDocs:

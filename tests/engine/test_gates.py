@@ -119,3 +119,50 @@ def test_ncdoc_check_runs_the_node_rules_of_the_registry():
     assert "socket-ifname-loopback" in node and "port-down" in node           # shared, node-only
     assert "socket-fallback" not in node and "unexplained-nccl-warning" not in node and "busbw-collapse" not in node
     assert {r.name for r in rules} - node == {r.name for r in rules if r.pack == "evidence"}
+
+
+# ---------------------------------------------------------------- declarative rules: the env gate
+
+@pytest.mark.parametrize("cond, gate", [
+    ({"env": "NCCL_X", "set": True}, ("NCCL_X",)),
+    ({"env": "NCCL_X", "set": False}, ()),                        # true when undefined: no gate
+    ({"env": "NCCL_X", "int_eq": 0}, ("NCCL_X",)),
+    ({"not": {"env": "NCCL_X", "equals": "1"}}, ()),
+    ({"all": [{"fact": "gpu_count", "gt": 0}, {"env": "NCCL_X", "matches": "ib"}]}, ("NCCL_X",)),
+    ({"any": [{"env": "NCCL_X", "int_eq": 0}, {"env": "NCCL_Y", "int_ge": 32}]}, ("NCCL_X", "NCCL_Y")),
+    ({"any": [{"env": "NCCL_X", "int_eq": 0}, {"fact": "gpu_count", "gt": 0}]}, ()),
+])
+def test_env_gate_names_what_a_condition_cannot_hold_without(cond, gate):
+    from ncdoc.engine.conditions import env_gate
+    assert env_gate(cond) == gate
+
+
+def test_a_gated_condition_is_false_whenever_its_variables_are_undefined():
+    # the engine skips evaluating a declarative rule whose gate variables are all undefined: that must
+    # be what evaluating it would say, on every example and case of the rule
+    import yaml
+
+    from ncdoc.engine import cases, conditions, ruleset
+    from paths import ROOT
+    rules = [r for r in ruleset.load(from_sources=True) if r.when is not None]
+    assert rules and all(r.env_gate for r in rules)
+    case_inputs = [c for f in (ROOT / "tests" / "rule_cases").glob("*.yaml") for c in yaml.safe_load(f.read_text())]
+    for rule in rules:
+        inputs = [rule.example] + [c for c in case_inputs if c["rule"] == rule.name]
+        for given in inputs:
+            env = {**(given.get("env") or {}), **{n: None for n in rule.env_gate}}
+            ctx = cases.context({**given, "env": env, "conf": None})
+            assert conditions.evaluate(rule, ctx) == [], (rule.name, given)
+
+
+def test_a_node_setting_none_of_the_gate_variables_never_loads_the_condition_language(tmp_path):
+    import subprocess
+    import sys
+    code = ("import sys; from ncdoc.cli.main import main; rc = main(['check', '--example', 'dgx-h100', "
+            "'--no-config']); print('LOADED' if 'ncdoc.engine.conditions' in sys.modules else 'NOT', rc)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.stdout.splitlines()[-1].split() == ["NOT", "0"], p.stdout + p.stderr
+    code = code.replace("'--no-config']", "'--no-config', '--env', 'NCCL_IB_TIMEOUT=0']")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert p.stdout.splitlines()[-1].split() == ["LOADED", "0"], p.stdout + p.stderr   # NC1017: a warning
+    assert "NC1017 ib-timeout-infinite" in p.stdout
