@@ -47,6 +47,7 @@ def path_rank(p: str) -> int:
 
 
 _HEX_DIGITS = "0123456789abcdefABCDEF"
+_LOWER_HEX = "0123456789abcdef"
 
 
 def _hex(s: str, most: int) -> bool:
@@ -65,6 +66,10 @@ def normalize_bus_id(bus_id: str | None) -> str | None:
     if not bus_id:
         return None
     out = _BUS_IDS.get(bus_id)
+    if out is None and len(bus_id) == 12 and bus_id[4] == ":" and bus_id[7] == ":" and bus_id[10] == "." \
+            and bus_id[11] in "01234567" and not bus_id[:4].lstrip(_LOWER_HEX) \
+            and not bus_id[5:7].lstrip(_LOWER_HEX) and not bus_id[8:10].lstrip(_LOWER_HEX):
+        out = _BUS_IDS[bus_id] = bus_id      # already in normal form, as sysfs and the probes write it
     if out is None:
         s = bus_id.strip()
         head, dot, fn = s.partition(".")
