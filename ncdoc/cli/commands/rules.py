@@ -34,7 +34,7 @@ def run(args) -> int:
     if args.json:
         out = {"schema_version": 1, "rules": [
             {"code": r.code, "name": r.name, "severity": r.severity, "family": r.family, "stage": r.stage,
-             "summary": r.summary, "pack": r.pack, "docs": r.docs, "aliases": list(r.aliases),
+             "summary": r.summary, "pack": r.pack, "docs": r.docs, "aliases": list(r.aliases), "scope": r.scope,
              "kind": "declarative" if r.when is not None and not r.checks else "check"} for r in rules]}
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
         return 0
