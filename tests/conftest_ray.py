@@ -5,8 +5,6 @@ so tests never start their own: they take `ray_runtime`. It has two node groups
 (ncdoc_nodegroup_0/1), which is what ncdoc's RayExecutor schedules trials on.
 """
 
-import logging
-
 import pytest
 
 RAY_GROUPS = 2
@@ -15,11 +13,10 @@ RAY_GROUPS = 2
 @pytest.fixture(scope="session")
 def ray_runtime():
     ray = pytest.importorskip("ray")
+    from ncdoc.cluster.ray_start import start
     from ncdoc.tuner.dispatch import GROUP_PREFIX
 
-    if not ray.is_initialized():
-        logging.getLogger("ray").setLevel(logging.ERROR)
-        ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level="ERROR",
-                 _node_ip_address="127.0.0.1", resources={f"{GROUP_PREFIX}{i}": 1 for i in range(RAY_GROUPS)})
+    # The project's one Ray starter, as every command uses it (loopback only, no dashboard).
+    start(None, num_cpus=2, resources={f"{GROUP_PREFIX}{i}": 1 for i in range(RAY_GROUPS)})
     yield ray
     ray.shutdown()

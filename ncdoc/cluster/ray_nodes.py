@@ -1,7 +1,7 @@
 """Ray: one task per node, pinned with node-affinity scheduling.
 
 The nodes are the Ray cluster's live nodes (`--ray-address` to join one; otherwise a private
-local instance on 127.0.0.1 without dashboard). A node's name is its `ncdoc_host_<name>`
+local instance on 127.0.0.1 without dashboard: ncdoc.cluster.ray_start, the one Ray starter). A node's name is its `ncdoc_host_<name>`
 resource when it has one (`ray start --resources '{"ncdoc_host_gpu07": 1}'`: how several
 raylets on one machine, or nodes behind unhelpful hostnames, get their names), else its
 hostname (with #2, #3 for raylets sharing a host).
@@ -21,7 +21,7 @@ import time
 
 from ncdoc.cluster.launch import Job, JobRun, Launcher, NodeRun, exit_reason
 from ncdoc.cluster.nodes import expand, unique
-from ncdoc.errors import RunnerError, UsageError
+from ncdoc.errors import UsageError
 
 NODE_RESOURCE = "ncdoc_host_"
 START_GRACE_S = 20.0          # a node's first task may wait this long for its worker process
@@ -61,26 +61,11 @@ class RayLauncher(Launcher):
 
     def __init__(self, *, address: str | None = None, nodes: str | None = None, mpirun: str = "mpirun",
                  extra_args=(), mpi_flavour: str | None = None, dry_run: bool = False, num_cpus: int | None = None):
-        try:
-            import ray
-        except ImportError:
-            raise UsageError("ray is not installed: pip install 'ray[default]', or use --launcher slurm / mpirun") \
-                from None
+        from ncdoc.cluster.ray_start import start
+        self._started = start(address, num_cpus=num_cpus)
+        import ray
         self.ray = ray
-        self._started = False
         self.mpirun, self.extra, self.mpi_flavour = mpirun, list(extra_args), mpi_flavour or "openmpi"
-        if not ray.is_initialized():
-            import logging
-            logging.getLogger("ray").setLevel(logging.ERROR)
-            kw = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-            try:
-                if address:
-                    ray.init(address=address, **kw)
-                else:
-                    ray.init(num_cpus=num_cpus or max(2, os.cpu_count() or 2), _node_ip_address="127.0.0.1", **kw)
-            except ConnectionError as exc:
-                raise RunnerError(f"cannot join the Ray cluster at {address}", cause=str(exc)) from None
-            self._started = True
         self._ids = self._discover()
         if nodes:
             wanted = unique(expand(nodes))

@@ -239,23 +239,11 @@ class RayExecutor(Executor):
                 self._reserve(g, gang)
 
     def _init(self, address: str | None, groups: int, num_cpus: int | None) -> None:
-        import logging
-
-        ray = self.ray
-        kw: dict[str, Any] = dict(include_dashboard=False, log_to_driver=False, logging_level="ERROR")
-        # Ray logs a notice about its token authentication at every start; not ncdoc's user's concern.
-        logging.getLogger("ray").setLevel(logging.ERROR)
-        try:
-            if address:
-                ray.init(address=address, **kw)
-            else:
-                # A private local instance: loopback where Ray allows it, no dashboard, one custom
-                # resource per simulated node group; "local" even when someone ran `ray start` here.
-                ray.init(address="local", num_cpus=num_cpus or max(2, groups), _node_ip_address="127.0.0.1",
-                         resources={f"{GROUP_PREFIX}{i}": 1 for i in range(groups)}, **kw)
-        except ConnectionError as exc:
-            raise RunnerError(f"cannot join the Ray cluster at {address}", cause=str(exc)) from None
-        self._started = True
+        # A private local instance (loopback only, no dashboard) with one custom resource per
+        # simulated node group, or the cluster at `address`: ncdoc.cluster.ray_start, the one starter.
+        from ncdoc.cluster.ray_start import start
+        self._started = start(address, num_cpus=num_cpus or max(2, groups),
+                              resources={f"{GROUP_PREFIX}{i}": 1 for i in range(groups)})
 
     def _reserve(self, group: str, gang: int) -> None:
         from ray.util.placement_group import placement_group
