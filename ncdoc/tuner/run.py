@@ -350,15 +350,23 @@ def _search_table(study: TuneStudy, backend: Backend, env: dict, profile: Profil
 
 def run_tune(options: TuneOptions, *, progress: Any = None, backend: Backend | None = None) -> TuneResult:
     """Run a whole tune. `progress`: an ncdoc.tuner.progress.Progress (default: silent);
-    `backend`: a ready Backend instead of the one the options describe (custom backends, tests)."""
+    `backend`: a ready Backend instead of the one the options describe (custom backends, tests).
+    One tune per study: the study's lock is held throughout (a second one exits 2 at once)."""
+    from ncdoc.tuner.progress import Progress
+    from ncdoc.tuner.study_lock import StudyLock, lock_path
+
+    _check(options)
+    prog = progress or Progress(quiet=True)
+    with StudyLock(lock_path(options.storage, Path(options.out), options.study_name), options.study_name,
+                   log=prog.note):
+        return _tune(options, prog, backend)
+
+
+def _tune(opts: TuneOptions, prog: Any, backend: Backend | None) -> TuneResult:
     from ncdoc.tuner import safety
     from ncdoc.tuner.dispatch import make_executor
     from ncdoc.tuner.outputs import write_outputs
-    from ncdoc.tuner.progress import Progress
 
-    opts = options
-    _check(opts)
-    prog = progress or Progress(quiet=True)
     log = prog.note
     out_dir = Path(opts.out)
     backend = backend or create_backend(opts, log)
