@@ -41,6 +41,14 @@ class BenchSpec:
     tests_dir: str | None = None
     extra_args: tuple[str, ...] = ()   # further nccl-tests flags (-d, -o, -G ...)
     assumed_algbw: float = 20.0        # GB/s, for the iteration count when nothing better is known
+    # Another benchmark that takes nccl-tests' flags and prints its format (the torch backend's
+    # program), instead of <collective>_perf: its argv up to the flags.
+    program: tuple[str, ...] = ()
+    job_timeout_s: float | None = None   # the launcher's limit per run (default: -T per size + 30 s)
+    max_bands: int | None = None       # at most this many runs per measurement (neighbouring bands merged)
+
+    def command(self) -> list[str]:
+        return list(self.program) if self.program else [self.binary()]
 
     def binary(self) -> str:
         name = f"{self.collective}_perf"
@@ -61,6 +69,11 @@ class Group:
     env: dict = field(default_factory=dict)
     ranks_per_node: int = 1
     gpus_per_rank: int = 1
+    # What the trust check verifies reached NCCL: None, every NCCL_* of env; a tuner step names what
+    # it changes (today's variables are held to "the same on every rank" instead).
+    tuned: dict | None = None
+    unset: tuple[str, ...] = ()        # variables the run must not have (a driver's env leaking in)
+    clear_env: tuple[str, ...] = ()    # inherited variables dropped (ncdoc.cluster.launch.Job)
 
     @property
     def ranks(self) -> int:
@@ -103,16 +116,18 @@ class BenchResult:
                 "logs": [r.log for r in self.runs], "commands": [list(r.command) for r in self.runs]}
 
 
-def group(launcher, nodes, *, env=None, gpus_per_node: int = 8, key: str | None = None, one_gpu: bool = False):
+def group(launcher, nodes, *, env=None, gpus_per_node: int = 8, key: str | None = None, one_gpu: bool = False,
+          **checks):
     """A Group for `nodes`: every GPU of each node (one rank each, or one process driving them all where
-    the launcher runs a single process per node: Ray on one node), or one GPU per node (`one_gpu`)."""
+    the launcher runs a single process per node: Ray or this machine alone), or one GPU per node
+    (`one_gpu`). `checks`: Group's tuned, unset and clear_env."""
     nodes = tuple(nodes)
     key = key or "-".join(nodes)
     if one_gpu:
-        return Group(key, nodes, dict(env or {}), 1, 1)
-    if launcher.name == "ray" and len(nodes) == 1:
-        return Group(key, nodes, dict(env or {}), 1, gpus_per_node)
-    return Group(key, nodes, dict(env or {}), gpus_per_node, 1)
+        return Group(key, nodes, dict(env or {}), 1, 1, **checks)
+    if launcher.name in ("ray", "local") and len(nodes) == 1:
+        return Group(key, nodes, dict(env or {}), 1, gpus_per_node, **checks)
+    return Group(key, nodes, dict(env or {}), gpus_per_node, 1, **checks)
 
 
 def iterations_for(size: int, algbw_gbs: float) -> int:
@@ -132,6 +147,12 @@ def bands(spec: BenchSpec) -> list[tuple[int, int, int]]:
             out[-1] = (out[-1][0], s, n)
         else:
             out.append((s, s, n))
+    k = spec.max_bands
+    if k and len(out) > k:
+        # Every launch costs a job start (srun, NCCL init): neighbouring bands share a run, with the
+        # iteration count of the chunk's middle band.
+        chunks = [out[i * len(out) // k:(i + 1) * len(out) // k] for i in range(k)]
+        out = [(c[0][0], c[-1][1], c[len(c) // 2][2]) for c in chunks if c]
     return out
 
 
@@ -150,7 +171,7 @@ def run_env(env) -> dict:
 
 
 def argv_for(spec: BenchSpec, g: Group, lo: int, hi: int, iters: int) -> list[str]:
-    return [spec.binary(), "-b", str(lo), "-e", str(hi), "-f", "2", "-g", str(g.gpus_per_rank), "-n", str(iters),
+    return [*spec.command(), "-b", str(lo), "-e", str(hi), "-f", "2", "-g", str(g.gpus_per_rank), "-n", str(iters),
             "-w", str(spec.warmup), "-c", str(max(1, spec.check_iters)), "-T", str(int(math.ceil(spec.timeout_s))),
             *spec.extra_args]
 
@@ -159,8 +180,9 @@ def jobs_for(spec: BenchSpec, g: Group) -> list[Job]:
     out = []
     for i, (lo, hi, iters) in enumerate(bands(spec)):
         sizes = sum(1 for s in spec.sizes if lo <= s <= hi)
+        limit = spec.job_timeout_s if spec.job_timeout_s else spec.timeout_s * max(1, sizes) + 30.0
         out.append(Job(f"{g.key}.b{i}", g.nodes, tuple(argv_for(spec, g, lo, hi, iters)), run_env(g.env),
-                       g.ranks_per_node, timeout_s=spec.timeout_s * max(1, sizes) + 30.0))
+                       g.ranks_per_node, timeout_s=limit, clear_env=tuple(g.clear_env)))
     return out
 
 
@@ -198,9 +220,9 @@ def evaluate(spec: BenchSpec, g: Group, runs) -> BenchResult:
         tests = parse_nccl_tests(lines, source=run.log or g.key)
         ranklog = tuning_log.read(lines)
         logfacts = parse_nccl_log(lines, source=run.log or g.key)
-        tuned = {k: v for k, v in g.env.items() if k.startswith("NCCL_")}
+        tuned = g.tuned if g.tuned is not None else {k: v for k, v in g.env.items() if k.startswith("NCCL_")}
         verdict = trust.judge(tests, ranklog, expected_ranks=g.ranks, tuned=tuned, logfacts=logfacts,
-                              checked=spec.check_iters >= 1)
+                              checked=spec.check_iters >= 1, unset=g.unset)
         if not run.ok:
             return BenchResult(g, False, tuple(rows), verdict, tuple(runs), run.reason)
         if not verdict.valid:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from ncdoc.errors import UsageError
 
-LAUNCHERS = ("slurm", "mpirun", "ray")
+LAUNCHERS = ("slurm", "mpirun", "ray", "local")
 CLOCK_MARK = "ncdoc-node"
 
 EXIT_MARK = "ncdoc-exit"
@@ -67,6 +67,17 @@ class Job:
     env: dict[str, str] = field(default_factory=dict)
     ranks_per_node: int = 1
     timeout_s: float = 600.0
+    # Inherited variables with these prefixes are dropped: `env` is the job's whole NCCL environment
+    # (a tuner trial must not pick up the driver's NCCL_* by way of srun --export=ALL or mpirun's own env).
+    clear_env: tuple[str, ...] = ()
+
+
+def job_environ(base, job: "Job") -> dict[str, str]:
+    """The process environment of a job's launcher (or of the job itself): `base` without what the job
+    clears, then the job's env."""
+    out = {k: v for k, v in (base or {}).items() if not (job.clear_env and k.startswith(job.clear_env))}
+    out.update(job.env)
+    return out
 
 
 @dataclass(frozen=True)
@@ -83,9 +94,21 @@ class JobRun:
 
 
 class Launcher:
-    """Base class. Subclasses: SlurmLauncher, MpiLauncher, RayLauncher."""
+    """Base class. Subclasses: SlurmLauncher, MpiLauncher, RayLauncher, LocalLauncher.
+
+    `cancel` (a threading.Event) ends every launch in flight from any thread, as Ctrl-C ends one in
+    the main thread: what it started is stopped with the launcher's escalation and the launch raises
+    KeyboardInterrupt (a dispatcher running measurements in threads sets it on Ctrl-C)."""
 
     name = "base"
+
+    @property
+    def cancel(self):
+        import threading
+        ev = self.__dict__.get("_cancel")
+        if ev is None:
+            ev = self.__dict__["_cancel"] = threading.Event()
+        return ev
 
     def nodes(self) -> list[str]:
         """The nodes this launcher reaches (the allocation, the hostfile, the Ray cluster)."""
@@ -210,5 +233,5 @@ def job_result(job: Job, p) -> JobRun:
     return JobRun(job, True, **common)
 
 
-__all__ = ["LAUNCHERS", "NodeRun", "Job", "JobRun", "Launcher", "wrap", "shell_line", "find_tool", "parse_marks", "node_run", "Marks",
+__all__ = ["LAUNCHERS", "NodeRun", "Job", "JobRun", "Launcher", "job_environ", "wrap", "shell_line", "find_tool", "parse_marks", "node_run", "Marks",
            "exit_reason", "job_result", "CLOCK_MARK", "EXIT_MARK", "last_line"]

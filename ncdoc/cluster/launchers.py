@@ -32,7 +32,11 @@ def make_launcher(kind: str | None, *, nodes: str | None = None, hostfile: str |
         return MpiLauncher(nodes=nodes, hostfile=hostfile, mpirun=command or "mpirun", extra_args=extra,
                            flavour=mpi_flavour, environ=environ, dry_run=dry_run)
     if hostfile:
-        raise UsageError("--hostfile is for --launcher slurm or mpirun; a Ray cluster knows its nodes")
+        raise UsageError(f"--hostfile is for --launcher slurm or mpirun; "
+                         f"{'a Ray cluster knows its nodes' if kind == 'ray' else '--launcher local is this machine'}")
+    if kind == "local":
+        from ncdoc.cluster.local import LocalLauncher
+        return LocalLauncher(nodes=nodes, environ=environ, dry_run=dry_run)
     from ncdoc.cluster.ray_nodes import RayLauncher
     return RayLauncher(address=ray_address, nodes=nodes, mpirun=command or "mpirun", extra_args=extra,
                        mpi_flavour=mpi_flavour, dry_run=dry_run)

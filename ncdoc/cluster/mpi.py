@@ -20,7 +20,8 @@ import re
 import subprocess
 
 from ncdoc.cluster import processes
-from ncdoc.cluster.launch import Job, JobRun, Launcher, NodeRun, find_tool, job_result, node_run, parse_marks, wrap
+from ncdoc.cluster.launch import (Job, JobRun, Launcher, NodeRun, find_tool, job_environ, job_result, node_run,
+                                  parse_marks, wrap)
 from ncdoc.cluster.nodes import expand, read_hostfile, unique, within
 from ncdoc.errors import UsageError
 
@@ -120,7 +121,7 @@ class MpiLauncher(Launcher):
                               os.path.join(log_dir, "mpirun.err"), timeout_s=timeout_s,
                               escalation=processes.MPIRUN, label="mpirun")
         t0 = time.time()
-        processes.run_all([proc])
+        processes.run_all([proc], cancel=self.cancel)
         window = (t0, time.time())
         if proc.start_error:
             return {n: NodeRun(n, False, reason=proc.start_error, kind="launch") for n in nodes}
@@ -166,9 +167,12 @@ class MpiLauncher(Launcher):
 
     def run_jobs(self, jobs, *, log_dir: str) -> list[JobRun]:
         os.makedirs(log_dir, exist_ok=True)
-        procs = [processes.Proc(self.job_command(j), self.environ, os.path.join(log_dir, f"{j.key}.log"),
-                                timeout_s=j.timeout_s, escalation=processes.MPIRUN, label=j.key) for j in jobs]
-        processes.run_all(procs)
+        # mpirun's own environment reaches the ranks it starts on its own host (not the remote ones):
+        # what the job clears is cleared there too, so every rank sees the same env (the -x flags).
+        procs = [processes.Proc(self.job_command(j), job_environ(self.environ, j) if j.clear_env else self.environ,
+                                os.path.join(log_dir, f"{j.key}.log"), timeout_s=j.timeout_s,
+                                escalation=processes.MPIRUN, label=j.key) for j in jobs]
+        processes.run_all(procs, cancel=self.cancel)
         return [job_result(j, p) for j, p in zip(jobs, procs)]
 
 

@@ -144,19 +144,24 @@ def read(path: str | None) -> str:
         return ""
 
 
-def run_all(procs: list[Proc], *, poll_s: float = 0.05, on_tick=None) -> None:
+def run_all(procs: list[Proc], *, poll_s: float = 0.05, on_tick=None, cancel=None) -> None:
     """Start every process, wait for all of them, stop each at its deadline.
 
     On KeyboardInterrupt every running process is stopped (its remote part with it) and the
-    interrupt goes on to the caller. `on_tick()` is called while waiting (progress).
+    interrupt goes on to the caller; `cancel` (a threading.Event) set from another thread does
+    the same. `on_tick()` is called while waiting (progress).
     """
     try:
         for p in procs:
+            if cancel is not None and cancel.is_set():
+                raise KeyboardInterrupt
             p.start()
         while True:
             running = [p for p in procs if not p.poll()]
             if not running:
                 return
+            if cancel is not None and cancel.is_set():
+                raise KeyboardInterrupt
             now = time.monotonic()
             for p in running:
                 if p.deadline is not None and now >= p.deadline:

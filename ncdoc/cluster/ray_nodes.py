@@ -27,14 +27,15 @@ NODE_RESOURCE = "ncdoc_host_"
 START_GRACE_S = 20.0          # a node's first task may wait this long for its worker process
 
 
-def run_on_node(argv, env, timeout_s, node):
-    """The body of a per-node task (runs on the target node): the command, its output, the node's clock."""
+def run_on_node(argv, env, timeout_s, node, clear=()):
+    """The body of a per-node task (runs on the target node): the command, its output, the node's clock.
+    `clear`: prefixes of inherited variables to drop (the job's env is its whole NCCL environment)."""
     import signal
     import subprocess
 
     from ncdoc.cluster import processes
     clock = time.time()
-    full = dict(os.environ)
+    full = {k: v for k, v in os.environ.items() if not (clear and k.startswith(tuple(clear)))}
     full.update(env or {})
     full["NCDOC_NODE"] = node
     processes.load_libc()
@@ -118,6 +119,8 @@ class RayLauncher(Launcher):
         end = time.monotonic() + limit_s
         try:
             while pending and time.monotonic() < end:
+                if self.cancel.is_set():               # Ctrl-C seen by another thread's dispatcher
+                    raise KeyboardInterrupt
                 ready, pending = ray.wait(pending, num_returns=len(pending),
                                           timeout=min(1.0, max(0.0, end - time.monotonic())))
                 for r in ready:
@@ -192,8 +195,9 @@ class RayLauncher(Launcher):
         refs = {}
         for job in jobs:
             cmd = self.job_command(job)
+            extra = {"clear": tuple(job.clear_env)} if job.clear_env else {}
             ref = self._task.options(scheduling_strategy=self._strategy(job.nodes[0])).remote(
-                cmd, dict(job.env), job.timeout_s, job.nodes[0])
+                cmd, dict(job.env), job.timeout_s, job.nodes[0], **extra)
             refs[ref] = (job, cmd)
         limit = max(j.timeout_s for j in jobs) + START_GRACE_S if jobs else 0
         done, late = self._gather(refs, limit)

@@ -18,8 +18,8 @@ import os
 import re
 
 from ncdoc.cluster import processes
-from ncdoc.cluster.launch import (Job, JobRun, Launcher, Marks, NodeRun, find_tool, job_result, last_line, node_run,
-                                  parse_marks, wrap)
+from ncdoc.cluster.launch import (Job, JobRun, Launcher, Marks, NodeRun, find_tool, job_environ, job_result, last_line,
+                                  node_run, parse_marks, wrap)
 from ncdoc.cluster.nodes import compress, expand, read_hostfile, unique, within
 from ncdoc.errors import UsageError
 
@@ -73,7 +73,7 @@ class SlurmLauncher(Launcher):
                               os.path.join(log_dir, "srun.err"), timeout_s=timeout_s, escalation=processes.SRUN,
                               label="srun")
         t0 = time.time()
-        processes.run_all([proc])
+        processes.run_all([proc], cancel=self.cancel)
         t1 = time.time()
         if proc.start_error:
             return {n: NodeRun(n, False, reason=proc.start_error, kind="launch") for n in nodes}
@@ -137,10 +137,10 @@ class SlurmLauncher(Launcher):
         os.makedirs(log_dir, exist_ok=True)
         procs = []
         for job in jobs:
-            procs.append(processes.Proc(self.job_command(job), {**self.environ, **job.env},
+            procs.append(processes.Proc(self.job_command(job), job_environ(self.environ, job),
                                         os.path.join(log_dir, f"{job.key}.log"), timeout_s=job.timeout_s,
                                         escalation=processes.SRUN, label=job.key))
-        processes.run_all(procs)
+        processes.run_all(procs, cancel=self.cancel)
         return [job_result(job, p) for job, p in zip(jobs, procs)]
 
 

@@ -8,6 +8,10 @@ A busbw figure is only a result when
     and every variable the run was meant to test appears in NCCL's own "set by environment to"
     (or "set to") lines, with the value asked for, on every rank: a variable the launcher did
     not export never reached NCCL, and the number measures the default instead;
+  - every node's ranks ran with the same NCCL environment: a variable NCCL reports on some nodes
+    only, or with another value on some (an nccl.conf on a few nodes, a launcher that passes the
+    environment to local ranks only), makes the job a mix of settings; and a variable the run was
+    meant to be without (`unset`) must not show up at all;
   - the results were checked (-c) and none were wrong, nothing failed, nothing was cut off.
 Any of these failing makes the run invalid, with the reason. The algorithm, protocol and
 channel count NCCL actually used for each size come from its TUNING lines.
@@ -18,9 +22,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 # Set by ncdoc for the run itself, or read by NCCL without an INFO line of its own.
+# NCCL_TUNER_CONFIG_FILE is read by the example tuner plugin, which does not print it as NCCL does.
 NOT_REPORTED = frozenset({"NCCL_DEBUG", "NCCL_DEBUG_SUBSYS", "NCCL_DEBUG_FILE", "NCCL_DEBUG_TIMESTAMP_FORMAT",
                           "NCCL_DEBUG_TIMESTAMP_LEVELS", "NCCL_TESTS_SPLIT", "NCCL_TESTS_SPLIT_MASK",
-                          "NCCL_TESTS_MIN_BW", "NCCL_TESTS_DEVICE"})
+                          "NCCL_TESTS_MIN_BW", "NCCL_TESTS_DEVICE", "NCCL_TUNER_CONFIG_FILE"})
 
 
 @dataclass(frozen=True)
@@ -33,13 +38,15 @@ class Verdict:
     nccl_versions: tuple[str, ...] = ()
     env_missing: dict = field(default_factory=dict)   # NAME -> hosts whose ranks never reported it
     env_wrong: dict = field(default_factory=dict)     # NAME -> {host: value NCCL read}
+    env_uneven: dict = field(default_factory=dict)    # NAME -> {host: value NCCL read, None: not reported}
 
     def to_dict(self) -> dict:
         return {"valid": self.valid, "reasons": list(self.reasons), "notes": list(self.notes),
                 "nranks": self.nranks, "expected_ranks": self.expected_ranks,
                 "nccl_versions": list(self.nccl_versions),
                 "env_missing": {k: list(v) for k, v in self.env_missing.items()},
-                "env_wrong": {k: dict(v) for k, v in self.env_wrong.items()}}
+                "env_wrong": {k: dict(v) for k, v in self.env_wrong.items()},
+                "env_uneven": {k: dict(v) for k, v in self.env_uneven.items()}}
 
 
 def _same(asked: str, read: str) -> bool:
@@ -58,11 +65,47 @@ def _hosts(ranks, host_of) -> str:
     return nodes_text(hosts)
 
 
+def uneven_env(ranklog, skip=()) -> dict[str, dict[str, str | None]]:
+    """NCCL variables the nodes of one run did not agree on: NAME -> {host: value, None where that
+    host's ranks never reported it}. Per host, not per rank: some variables are read by one process
+    of a node only. Hosts that reported no variable at all are left out (nothing to compare)."""
+    per_host: dict[str, dict[str, str]] = {}
+    for rank, host in ranklog.host_of.items():
+        per_host.setdefault(host, {})
+        for name, value in ranklog.env.get(rank, {}).items():
+            if name not in NOT_REPORTED and name not in skip:
+                per_host[host].setdefault(name, value)
+    hosts = [h for h, env in per_host.items() if env]
+    if len(hosts) < 2:
+        return {}
+    out = {}
+    for name in sorted({n for h in hosts for n in per_host[h]}):
+        seen = {h: per_host[h].get(name) for h in hosts}
+        if len(set(seen.values())) > 1:
+            out[name] = seen
+    return out
+
+
+def _uneven_reason(name: str, seen: dict) -> str:
+    from collections import Counter
+
+    from ncdoc.cluster.nodes import nodes_text
+    groups: dict = {}
+    for host, value in seen.items():
+        groups.setdefault(value, []).append(host)
+    common = Counter({v: len(h) for v, h in groups.items()}).most_common(1)[0][0]
+    odd = "; ".join(f"{'unset' if v is None else repr(v)} on {nodes_text(sorted(h))}"
+                    for v, h in groups.items() if v != common)
+    usual = "unset" if common is None else repr(common)
+    return (f"the nodes did not run with the same NCCL environment: {name} is {usual} on most, {odd} (an nccl.conf "
+            "or env on some nodes only, or a launcher passing the environment to some ranks only)")
+
+
 def judge(tests, ranklog, *, expected_ranks: int | None, tuned, logfacts=None, checked: bool = True,
-          timeout_flag: bool = True) -> Verdict:
+          timeout_flag: bool = True, unset=()) -> Verdict:
     """The verdict on one run: `tests` (NcclTestsFacts), `ranklog` (tuning_log.RankLog), `tuned`
     (the NCCL_* variables the run was meant to test), `logfacts` (LogFacts, for versions and
-    failures), `checked` (-c was at least 1)."""
+    failures), `checked` (-c was at least 1), `unset` (variables the run was meant to be without)."""
     reasons: list[str] = []
     notes: list[str] = []
     if tests is None or not tests.rows:
@@ -117,13 +160,28 @@ def judge(tests, ranklog, *, expected_ranks: int | None, tuned, logfacts=None, c
                 host, got = next(iter(off.items()))
                 reasons.append(f"{name}={asked} was asked, but NCCL read {got!r} on {host}"
                                + (f" and {len(off) - 1} more node(s)" if len(off) > 1 else ""))
+        for name in sorted(set(unset)):
+            seen = {ranklog.host_of[r]: ranklog.env[r][name] for r in ranklog.ranks if name in ranklog.env.get(r, {})}
+            if seen:
+                host, got = next(iter(seen.items()))
+                reasons.append(f"{name} was meant to be unset, but NCCL read {got!r} on {_hosts_of(seen)} (inherited "
+                               "from the launcher's environment, or set in an nccl.conf)")
+        uneven = uneven_env(ranklog, skip=set(wanted) | set(unset))
+        for name, seen in uneven.items():
+            reasons.append(_uneven_reason(name, seen))
         if not ranklog.picks:
             notes.append("no TUNING lines (NCCL prints them from 2.21; older releases only in TRACE builds): "
                          "the algorithm and protocol used are unknown")
     if not timeout_flag:
         notes.append("nccl-tests ran without its own -T timeout")
     return Verdict(not reasons, tuple(reasons), tuple(notes), tests.nranks if tests is not None else None,
-                   expected_ranks, versions, {k: tuple(v) for k, v in missing.items()}, wrong)
+                   expected_ranks, versions, {k: tuple(v) for k, v in missing.items()}, wrong,
+                   uneven if ranklog.info_lines else {})
 
 
-__all__ = ["Verdict", "judge", "NOT_REPORTED"]
+def _hosts_of(seen: dict) -> str:
+    from ncdoc.cluster.nodes import nodes_text
+    return nodes_text(sorted(seen))
+
+
+__all__ = ["Verdict", "judge", "uneven_env", "NOT_REPORTED"]

@@ -79,12 +79,16 @@ def env_tuple(env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
 
 def run_job(backend: Backend, job: Job, context: RunContext) -> JobResult:
     """Run every step of `job` in order; the first failing step fails the job (unless keep_going)."""
+    from dataclasses import replace
+
     t0 = time.monotonic()
     out, failures, indexes = [], [], []
-    for step in job.steps:
+    for i, step in enumerate(job.steps):
+        label = step.label.replace("/", "_")      # "Tree/LL": one folder per step
+        ctx = replace(context, log_key=f"{job.key}/{i:02d}-{label}-r{step.repeat_index}")
         try:
             m = backend.measure(dict(step.env), job.workload, step.repeat_index,
-                                timeout_s=job.timeout_s, context=context, table=step.table)
+                                timeout_s=job.timeout_s, context=ctx, table=step.table)
         except TrialFailed as exc:
             reason, kind = exc.reason, exc.kind
         except Exception as exc:   # a backend bug must cost one trial, not the study
@@ -385,15 +389,199 @@ class RayExecutor(Executor):
             self._started = False
 
 
+@dataclass(frozen=True)
+class NodeGroup:
+    """Nodes that run one trial at a time (a topology-placed subset of the cluster)."""
+    name: str
+    nodes: tuple[str, ...]
+
+
+FULL = "full-scale"          # a job's group_hint: every node at once (the full-scale check)
+
+
+class LaunchExecutor(Executor):
+    """Jobs of a backend that launches through ncdoc.cluster (nccl-tests, torch), run from this
+    process: one thread per node group, a job per group at a time, as many at once as there are
+    groups. The launcher keeps every deadline and ends what it started; on Ctrl-C (or cancel_all)
+    the launcher's cancel event makes every launch in flight stop its processes, remote ones
+    included, and the threads are joined before the interrupt goes on.
+
+    A job's `group_hint` pins it: a group's name, "replica" (the second group), or FULL (every node
+    of `full`, once all groups are idle). Results of a group are scaled by its baseline factors
+    (`set_factors`, per collective and size: the per-group baseline), so scores from different
+    groups compare; full-scale jobs are not scaled (they compare sides within the job)."""
+
+    def __init__(self, backend: Backend, groups: "list[NodeGroup]", *, full: tuple[str, ...] = (),
+                 log: Callable[[str], None] | None = None):
+        import queue
+
+        if not groups:
+            raise UsageError("no node group to run trials on")
+        self.backend = backend
+        self.groups = list(groups)
+        self.slots = len(self.groups)
+        self.full = tuple(full) or tuple(n for g in self.groups for n in g.nodes)
+        self.log = log or (lambda msg: None)
+        self.launcher = backend.launcher()           # made here, once: the threads share it
+        self._free = [g.name for g in self.groups]
+        self._pending: list[Job] = []
+        self._running: dict[str, tuple[Any, list[str]]] = {}
+        self._done: "queue.Queue[tuple[str, JobResult]]" = queue.Queue()
+        self.factors: dict[str, dict[tuple[str, int], float]] = {}
+
+    def set_factors(self, factors: Mapping[str, Mapping[tuple[str, int], float]]) -> None:
+        self.factors = {g: dict(f) for g, f in factors.items()}
+
+    def drop(self, name: str) -> None:
+        """Stop using a node group (idle: its baseline could not be measured)."""
+        if len(self.groups) > 1:
+            self.groups = [g for g in self.groups if g.name != name]
+            self._free = [n for n in self._free if n != name]
+            self.slots = len(self.groups)
+
+    def submit(self, job: Job) -> None:
+        self._pending.append(job)
+        self._start_ready()
+
+    def _take(self, job: Job) -> tuple[list[str], tuple[str, ...]] | None:
+        names = [g.name for g in self.groups]
+        hint = job.group_hint
+        if hint == FULL:
+            if len(self._free) < len(names):
+                return None
+            return list(self._free), self.full
+        if hint in names:
+            want = hint
+        elif hint == "replica" and len(names) > 1:
+            want = names[1]
+        else:
+            want = self._free[0] if self._free else None
+        if want is None or want not in self._free:
+            return None
+        return [want], next(g.nodes for g in self.groups if g.name == want)
+
+    def _start_ready(self) -> None:
+        import threading
+
+        for job in list(self._pending):
+            took = self._take(job)
+            if took is None:
+                continue
+            names, hosts = took
+            self._pending.remove(job)
+            for n in names:
+                self._free.remove(n)
+            label = FULL if job.group_hint == FULL else names[0]
+            t = threading.Thread(target=self._run, args=(job, label, hosts), name=f"ncdoc-{job.key}", daemon=True)
+            self._running[job.key] = (t, names)
+            t.start()
+
+    def _run(self, job: Job, group: str, hosts: tuple[str, ...]) -> None:
+        t0 = time.monotonic()
+        try:
+            res = run_job(self.backend, job, RunContext(group=group, hosts=hosts))
+            res = self._scaled(res, group)
+        except KeyboardInterrupt:                    # cancel_all: the launcher stopped what it ran
+            res = JobResult(job.key, False, reason="interrupted", kind="interrupted",
+                            elapsed_s=time.monotonic() - t0, group=group)
+        except BaseException as exc:                 # a bug must cost this job, not hang the study
+            res = JobResult(job.key, False, reason=f"{type(exc).__name__}: {exc}", kind="error",
+                            elapsed_s=time.monotonic() - t0, group=group)
+        self._done.put((job.key, res))
+
+    def _scaled(self, res: JobResult, group: str) -> JobResult:
+        f = self.factors.get(group)
+        if not f or not res.measurements:
+            return res
+        from dataclasses import replace
+        return replace(res, measurements=tuple((lab, scale_measurement(m, f)) for lab, m in res.measurements))
+
+    def in_flight(self) -> list[str]:
+        return list(self._running) + [j.key for j in self._pending]
+
+    def wait(self, timeout: float | None = None) -> list[JobResult]:
+        import queue
+
+        if not self._running:
+            self._start_ready()
+            if not self._running:                    # nothing can start (cannot happen: be safe)
+                return []
+        end = None if timeout is None else time.monotonic() + timeout
+        out: list[JobResult] = []
+        while not out:
+            left = None if end is None else end - time.monotonic()
+            if left is not None and left <= 0:
+                break
+            try:   # short waits: Ctrl-C reaches this thread between them
+                key, res = self._done.get(timeout=0.5 if left is None else min(0.5, left))
+            except queue.Empty:
+                continue
+            out.append(res)
+            while True:
+                try:
+                    out.append(self._done.get_nowait()[1])
+                except queue.Empty:
+                    break
+        for res in out:
+            t, names = self._running.pop(res.key)
+            t.join()
+            self._free.extend(names)
+        self._free.sort(key=[g.name for g in self.groups].index)
+        self._start_ready()
+        return out
+
+    def cancel_all(self) -> list[str]:
+        keys = self.in_flight()
+        self._pending.clear()
+        if self._running:
+            self.launcher.cancel.set()
+            try:
+                for t, _ in list(self._running.values()):
+                    t.join(60)
+            finally:
+                self.launcher.cancel.clear()
+            self._running.clear()
+            self._free = [g.name for g in self.groups]
+            while not self._done.empty():
+                self._done.get_nowait()
+        return keys
+
+    def close(self) -> None:
+        self.cancel_all()
+        close = getattr(self.backend, "close", None)
+        if close:
+            close()
+
+
+def scale_measurement(m: Measurement, factors: Mapping[tuple[str, int], float]) -> Measurement:
+    """A measurement with busbw and algbw multiplied (time divided) by each size's factor."""
+    from dataclasses import replace
+    rows = []
+    for collective, results in m.rows:
+        rows.append((collective, tuple(replace(r, busbw=r.busbw * factors.get((collective, r.size), 1.0),
+                                               algbw=r.algbw * factors.get((collective, r.size), 1.0),
+                                               time_us=r.time_us / factors.get((collective, r.size), 1.0))
+                                       for r in results)))
+    return Measurement(tuple(rows))
+
+
 EXECUTORS = ("auto", "ray", "inprocess")
 
 
 def make_executor(backend: Backend, *, kind: str = "auto", address: str | None = None,
-                  groups: int | None = None, log: Callable[[str], None] | None = None) -> Executor:
-    """`auto`: in this process for a backend that measures without hanging (`in_process_ok`: the
-    simulator reporting its failures) unless node groups or a Ray cluster are asked for; else Ray."""
+                  groups: int | None = None, log: Callable[[str], None] | None = None,
+                  node_groups: "list[NodeGroup] | None" = None, full: tuple[str, ...] = ()) -> Executor:
+    """`auto`: a backend that launches through ncdoc.cluster (nccl-tests, torch) runs from here, a job
+    per node group at a time (LaunchExecutor over `node_groups`, default one group of its nodes); the
+    simulator in this process (it measures without hanging: `in_process_ok`) unless node groups or a
+    Ray cluster are asked for; else Ray."""
     if kind not in EXECUTORS:
         raise UsageError(f"unknown executor {kind!r} ({', '.join(EXECUTORS)})")
+    if kind == "auto" and hasattr(backend, "launcher"):
+        if node_groups is None:
+            nodes = tuple(getattr(backend, "nodes_default", ()) or backend.launcher().nodes())
+            node_groups = [NodeGroup("g0", nodes)]
+        return LaunchExecutor(backend, node_groups, full=full, log=log)
     if kind == "auto":
         kind = "inprocess" if backend.in_process_ok and not address and (groups or 1) <= 1 else "ray"
     if kind == "inprocess":

@@ -62,9 +62,19 @@ class TuneOptions:
     replicate: bool = False                  # run the final comparison on a second node group too
     nccl_tests_dir: str | None = None
     gpus_per_node: int | None = None
-    hosts: tuple[str, ...] = ()
-    mpirun: str = "mpirun"
+    hosts: tuple[str, ...] = ()              # the nodes (hostlist items) the real backends run on
+    mpirun: str = "mpirun"                   # the mpirun binary (--launcher-cmd says it for any launcher)
     tuner_plugin: str | None = None          # NCCL's libnccl-tuner-example.so, for the real backends
+    # How the real backends reach the nodes (ncdoc.cluster launchers) and tune at scale (scale.py).
+    launcher: str | None = None              # slurm | mpirun | ray | local (default: see LaunchOptions.kind)
+    hostfile: str | None = None
+    launcher_cmd: str | None = None
+    launcher_args: tuple[str, ...] = ()
+    mpi_flavour: str | None = None
+    topology: str | None = None              # Slurm topology.conf for placing node groups
+    health_gate: str | None = None           # scales (node,pair), or "off"
+    full_scale_rounds: int = 3               # 0: no full-scale A/B after tuning on subsets
+    torch_python: str | None = None
     sim_failures: str = "report"             # report | emulate (a simulated hang really hangs)
     lint_findings: tuple[str, ...] = ()
 
@@ -113,6 +123,7 @@ class TuneResult:
     refused: str = ""                        # why nccl.env was not written
     files: dict = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    scale: dict | None = None                # real backends: node groups, health gate, full scale (scale.py)
 
     @property
     def recommended(self) -> dict[str, str]:
@@ -147,6 +158,7 @@ class TuneResult:
             "tuner_table": {"rules": len(self.table.rules), "overrides": [o.__dict__ for o in self.table.overrides],
                             "notes": list(self.table.notes)},
             "failures": self.failures, "files": self.files, "notes": list(self.notes),
+            "scale": self.scale,
         }
 
 
@@ -205,13 +217,34 @@ def create_backend(opts: TuneOptions, log: Callable[[str], None]) -> Backend:
         cluster = sim_cluster(preset=opts.preset, snapshot=snap, nodes=opts.nodes, **opts.fabric)
         base = _nccl_env(snap.env.as_dict()) if snap is not None else {}
         return SimBackend(cluster, seed=opts.seed, base_env=base, emulate_failures=opts.sim_failures == "emulate")
-    # Real backends measure this cluster: its hardware comes from a snapshot (or this node, probed).
+    # Real backends measure this cluster: its hardware comes from a snapshot (or this node, probed);
+    # they reach its nodes through the cluster launchers (srun, mpirun, Ray, or this machine alone).
     if snap is None:
         from ncdoc.probes.live import capture
         snap = capture()
+    from ncdoc.cluster.launchers import make_launcher
     from ncdoc.nccl.bandwidth import expected_bandwidth
+    from ncdoc.tuner.backends.launched import LaunchOptions
     from ncdoc.tuner.backends.sim import SimBackend, sim_cluster
-    nodes = opts.nodes or max(1, len(opts.hosts))
+    launch = LaunchOptions(launcher=opts.launcher, nodes=",".join(opts.hosts) or None, hostfile=opts.hostfile,
+                           ray_address=opts.ray_address,
+                           command=opts.launcher_cmd or (opts.mpirun if opts.mpirun != "mpirun" else None),
+                           extra_args=tuple(opts.launcher_args), mpi_flavour=opts.mpi_flavour)
+    kind = launch.kind(os.environ)
+    if name == "torch" and kind == "local":
+        from ncdoc.tuner.backends.torch import available
+        why = available()
+        if why:
+            raise UsageError(f"backend torch is not available: {why}")
+    launcher = make_launcher(kind, nodes=launch.nodes, hostfile=launch.hostfile, ray_address=launch.ray_address,
+                             command=launch.command, extra_args=launch.extra_args, mpi_flavour=launch.mpi_flavour,
+                             environ={k: v for k, v in os.environ.items() if not k.startswith("NCCL_")})
+    reach = launcher.nodes()
+    nodes = opts.nodes or len(reach)
+    if nodes > len(reach):
+        launcher.close()
+        raise UsageError(f"--nodes {nodes}: the {kind} launcher reaches {len(reach)} node(s) "
+                         f"({', '.join(reach[:6])}{' ...' if len(reach) > 6 else ''})")
     fab = {k: v for k, v in opts.fabric.items() if k in ("fabric", "gpus_per_node")}
     if opts.gpus_per_node:
         fab["gpus_per_node"] = opts.gpus_per_node
@@ -219,24 +252,30 @@ def create_backend(opts: TuneOptions, log: Callable[[str], None]) -> Backend:
     hw = SimBackend(model).hardware()
     expect = expected_bandwidth(snap, nodes=nodes, local_ranks=hw.gpus_per_node)
     base = _nccl_env(dict(os.environ))
-    if name == "torch":
-        from ncdoc.tuner.backends.torch import TorchBackend, available
-        why = available()
-        if why:
-            raise UsageError(f"backend torch is not available: {why}")
-        backend: Backend = TorchBackend(hardware=hw, base_env=base, expectation=expect, tuner_plugin=opts.tuner_plugin,
-                                        table_dir=opts.out)
-    else:
-        from ncdoc.tuner.backends.nccl_tests import NcclTestsBackend
-        backend = NcclTestsBackend(opts.nccl_tests_dir, hardware=hw, base_env=base, gpus_per_node=opts.gpus_per_node,
-                                   hosts=opts.hosts, mpirun=opts.mpirun, expectation=expect,
-                                   collectives=get_profile(opts.profile, opts.collectives).collectives,
-                                   tuner_plugin=opts.tuner_plugin, table_dir=opts.out)
+    common = dict(hardware=hw, base_env=base, launch=launch, gpus_per_node=opts.gpus_per_node, expectation=expect,
+                  tuner_plugin=opts.tuner_plugin, table_dir=opts.out, log_dir=str(Path(opts.out) / "trials"))
+    try:
+        if name == "torch":
+            from ncdoc.tuner.backends.torch import TorchBackend
+            backend: Any = TorchBackend(python=opts.torch_python, **common)
+        else:
+            from ncdoc.tuner.backends.nccl_tests import NcclTestsBackend
+            backend = NcclTestsBackend(opts.nccl_tests_dir, collectives=get_profile(opts.profile,
+                                                                                    opts.collectives).collectives,
+                                       **common)
+    except BaseException:
+        launcher.close()
+        raise
+    backend._launcher = launcher             # made once: the nodes above are the ones it reaches
     backend.model_cluster = model            # ncdoc's model of NCCL's choices on this hardware (tables)
     return backend
 
 
 def _check(opts: TuneOptions) -> None:
+    from ncdoc.tuner.scale import parse_gate
+    parse_gate(opts.health_gate)
+    if opts.full_scale_rounds < 0:
+        raise UsageError("--full-scale-rounds must be 0 (off) or more")
     if opts.trials < 1 or opts.repeats < 1 or opts.confirm_pairs < 5 or opts.top_k < 0:
         raise UsageError("--trials and --repeats must be >= 1, --confirm-pairs >= 5 (Wilcoxon's test needs them), "
                          "--top-k >= 0")
@@ -313,13 +352,27 @@ def _tried(records: list[TrialRecord], space: SearchSpace) -> dict[str, dict[str
     return out
 
 
+def _observed(rows_by_collective: Any) -> dict:
+    """NCCL's choices from summarised size rows ([size, busbw, algo, proto, channels] per collective)."""
+    out: dict = {}
+    for collective, rows in (rows_by_collective or {}).items():
+        for row in rows:
+            if len(row) >= 5 and row[2] and row[3]:
+                out.setdefault(collective, {})[row[0]] = (row[2], row[3], row[4])
+    return out
+
+
 def _search_table(study: TuneStudy, backend: Backend, env: dict, profile: Profile, opts: TuneOptions,
-                  timeout: float, log: Callable[[str], None]) -> tuple[tuple, tuple, list[str]]:
+                  timeout: float, log: Callable[[str], None], *, confirmed: Any = None,
+                  baseline: Any = None) -> tuple[tuple, tuple, list[str]]:
     """Probe each (algorithm, protocol) NCCL could run for the profile's collectives in the final
     env; where one beats NCCL's own choice by more than noise at measured sizes, a table with that
-    choice there and NCCL's everywhere else. Returns (rules, overrides, notes)."""
+    choice there and NCCL's everywhere else. NCCL's own choice at the measured sizes is what its
+    TUNING lines said where the backend reads them (the real backends: `reports_choices`), in the
+    final env's confirmation runs and then in the probe job's own runs of the env alone.
+    Returns (rules, overrides, notes)."""
     from ncdoc.tuner.table import COLLECTIVES
-    from ncdoc.tuner.table_build import build, overrides_from_probes, probe_tables
+    from ncdoc.tuner.table_build import build, observed_choices, overrides_from_probes, probe_tables
 
     notes: list[str] = []
     why = backend.table_support()
@@ -331,7 +384,12 @@ def _search_table(study: TuneStudy, backend: Backend, env: dict, profile: Profil
         return (), (), [f"no tuner table: {why}"]
     if model is None:
         return (), (), ["no tuner table: ncdoc has no model of NCCL's choices for this backend"]
-    probes = probe_tables(model, env, profile)
+    observed = None
+    if getattr(backend, "reports_choices", False):
+        rows = confirmed.sizes_b if confirmed is not None else \
+            (baseline.get("sizes") if baseline and env == study.base_env else None)
+        observed = _observed(rows)
+    probes = probe_tables(model, env, profile, observed=observed)
     if not probes:
         return (), (), ["no tuner table: NCCL has one algorithm and protocol for every measured size"]
     from ncdoc.tuner.dispatch import env_tuple
@@ -343,8 +401,17 @@ def _search_table(study: TuneStudy, backend: Backend, env: dict, profile: Profil
     overrides = overrides_from_probes(res, probes, profile, model, env, noise=study.noise, min_gain=opts.min_gain)
     if not overrides:
         return (), (), ["no tuner table: no algorithm/protocol beat NCCL's own choice beyond noise at a measured size"]
+    if observed is not None:
+        own = next((m for lab, m in res.measurements if lab == "env"), None)
+        fresh = observed_choices(own)
+        for collective, by_size in fresh.items():
+            observed.setdefault(collective, {}).update(by_size)
+        n = sum(len(v) for v in observed.values())
+        notes.append(f"NCCL's own algorithm, protocol and channel count at the {n} measured size(s) are what its "
+                     "TUNING lines reported in the recommended env; between and beyond them, ncdoc's model of NCCL's "
+                     "choice" if n else "the backend read no TUNING lines: NCCL's own choice is ncdoc's model of it")
     # Every collective the plugin steers gets rules, measured or not: one it left out would run on ONE channel.
-    rules = build(model, env, list(COLLECTIVES), overrides)
+    rules = build(model, env, list(COLLECTIVES), overrides, observed=observed)
     return tuple(rules), tuple(overrides), notes
 
 
@@ -359,17 +426,22 @@ def run_tune(options: TuneOptions, *, progress: Any = None, backend: Backend | N
     prog = progress or Progress(quiet=True)
     with StudyLock(lock_path(options.storage, Path(options.out), options.study_name), options.study_name,
                    log=prog.note):
-        return _tune(options, prog, backend)
+        backend = backend or create_backend(options, prog.note)
+        try:
+            return _tune(options, prog, backend)
+        finally:
+            close = getattr(backend, "close", None)   # a launcher (Ray started here, open handles)
+            if close is not None:
+                close()
 
 
-def _tune(opts: TuneOptions, prog: Any, backend: Backend | None) -> TuneResult:
-    from ncdoc.tuner import safety
+def _tune(opts: TuneOptions, prog: Any, backend: Backend) -> TuneResult:
+    from ncdoc.tuner import safety, scale
     from ncdoc.tuner.dispatch import make_executor
     from ncdoc.tuner.outputs import write_outputs
 
     log = prog.note
     out_dir = Path(opts.out)
-    backend = backend or create_backend(opts, log)
     out_dir.mkdir(parents=True, exist_ok=True)
     profile = get_profile(opts.profile, opts.collectives)
     space = _space(opts, backend, profile, log)
@@ -393,15 +465,24 @@ def _tune(opts: TuneOptions, prog: Any, backend: Backend | None) -> TuneResult:
         f"profile {profile.name}: {', '.join(b.key for b in profile.buckets)}")
     floor = math.log1p(opts.min_gain)
     groups = opts.groups or (2 if opts.replicate and opts.executor == "ray" else None)
+    plan = None
+    if hasattr(backend, "all_nodes") and opts.executor == "auto":
+        # A real backend: node groups placed by topology, the health gate, a baseline per group (scale.py).
+        plan = scale.plan(backend, per_group=hw.nodes, max_groups=opts.groups, gate=scale.parse_gate(opts.health_gate),
+                          topology_file=opts.topology, env=base_env, workload=profile.workload(), timeout_s=timeout,
+                          log=log)
     # Ray prints worker-death notices on stdout from a background thread; stdout is for reports.
     with contextlib.redirect_stdout(sys.stderr), \
-            make_executor(backend, kind=opts.executor, address=opts.ray_address, groups=groups, log=log) as ex:
+            make_executor(backend, kind=opts.executor, address=opts.ray_address, groups=groups, log=log,
+                          node_groups=plan.node_groups() if plan else None, full=plan.healthy if plan else ()) as ex:
         info_slots = ex.slots
         study = TuneStudy(cfg, space, profile, ex, storage=storage, base_env=base_env, trial_base=trial_base,
                           describe=backend.describe(),
                           on_progress=lambda info: prog.update({**info, "slots": info_slots}), log=log)
         study.open()
-        baseline = study.measure_baseline()
+        per_group = scale.calibrate(study.run_jobs, ex, plan, base_env, study.workload, max(2, opts.repeats), timeout,
+                                    log) if plan else []
+        baseline = study.measure_baseline(per_group)
         study.optimize()
         prog.finish()
         stages = {"study": study.measurements}
@@ -426,7 +507,22 @@ def _tune(opts: TuneOptions, prog: Any, backend: Backend | None) -> TuneResult:
         stages["confirmation with the guard sweep"] = study.measurements - sum(stages.values())
         env = apply_params(trial_base, final_changes)
         env, default_notes = safety.without_defaults(env, version)
-        rules, overrides, table_notes = _search_table(study, backend, env, profile, opts, timeout, log)
+        scale_notes: list[str] = []
+        if plan is not None and plan.subsets and opts.full_scale_rounds > 0 and final_changes:
+            # Tuned on subsets: the final env and the other candidates once on every healthy node.
+            plan.full = scale.full_scale_check(
+                study.run_jobs, plan, base_env=base_env, final_env=env,
+                candidates=[apply_params(trial_base, v.params) for v in verdicts], profile=profile,
+                baseline_buckets=base_buckets, rounds=opts.full_scale_rounds, timeout_s=timeout, seed=opts.seed, log=log)
+            stages["full-scale A/B"] = study.measurements - sum(stages.values())
+            if not plan.full["accepted"]:
+                scale_notes.append(f"at full scale ({len(plan.healthy)} nodes) the final env was rejected: "
+                                   f"{plan.full['why']}; nothing is recommended")
+                log(scale_notes[-1])
+                final_changes, confirmed, effects = {}, None, []
+                env, _ = safety.without_defaults(dict(trial_base), version)
+        rules, overrides, table_notes = _search_table(study, backend, env, profile, opts, timeout, log,
+                                                      confirmed=confirmed, baseline=baseline)
         stages["table probes"] = study.measurements - sum(stages.values())
         final = replica = table_cmp = None
         # The confirmation measured the recommended env against the baseline over the guard workload:
@@ -516,8 +612,9 @@ def _tune(opts: TuneOptions, prog: Any, backend: Backend | None) -> TuneResult:
         noise=noise, noise_floor=floor, tuned_sizes=final.sizes_b if final else baseline["sizes"],
         tried=_tried(records, space), failures=dict(Counter(r.reason for r in failed).most_common()),
         measurements=study.measurements, nccl_version=version, table=table,
-        notes=space.notes + tuple(default_notes) + tuple(verdict_notes) +
-        tuple(f"{k}={base_env[k]} removed: {why}" for k, why in flagged.items()))
+        notes=space.notes + tuple(default_notes) + tuple(verdict_notes) + tuple(scale_notes) +
+        tuple(f"{k}={base_env[k]} removed: {why}" for k, why in flagged.items()),
+        scale=plan.to_dict() if plan is not None else None)
     return write_outputs(result, backend, out_dir, opts.formats, opts.lint_findings)
 
 

@@ -347,15 +347,18 @@ class TuneStudy:
     def _job(self, key: str, env: tuple, repeats: range) -> Job:
         return Job(key, tuple(Step("trial", env, r) for r in repeats), self.workload, self.cfg.timeout_s)
 
-    def measure_baseline(self) -> dict[str, Any]:
+    def measure_baseline(self, runs: list[Measurement] | None = None) -> dict[str, Any]:
+        """The baseline's figures and noise, from its own job or from `runs` (the per-group baselines of
+        tuning at scale, scaled to the groups' mean: ncdoc.tuner.scale.calibrate)."""
         if self.baseline:
             self.log("baseline: reusing the measurement stored with the study")
             return self.baseline
-        env = env_tuple(self.base_env)
-        res = self.run_jobs([self._job("baseline", env, range(self.cfg.repeats))])["baseline"]
-        if not res.ok:
-            raise RunnerError("the baseline (the current environment) could not be measured", cause=res.reason)
-        runs = [m for _, m in res.measurements]
+        if not runs:
+            env = env_tuple(self.base_env)
+            res = self.run_jobs([self._job("baseline", env, range(self.cfg.repeats))])["baseline"]
+            if not res.ok:
+                raise RunnerError("the baseline (the current environment) could not be measured", cause=res.reason)
+            runs = [m for _, m in res.measurements]
         buckets, sizes, _ = summarise(self.profile, runs, None)
         scores = [self.profile.log_score(summarise(self.profile, [m], None)[0], buckets) for m in runs]
         noise = statistics.stdev(scores) if len(scores) > 1 else DEFAULT_NOISE

@@ -49,7 +49,7 @@ def make(name, tmp_path, *, plugin=True):
         lib.write_bytes(b"")
         return NcclTestsBackend(str(BIN), hardware=HW1, base_env={"NCCL_DEBUG": "WARN"}, iters=2, warmup=1,
                                 collectives=[c for c, _ in WORKLOAD], tuner_plugin=str(lib) if plugin else None,
-                                table_dir=str(tmp_path))
+                                table_dir=str(tmp_path), log_dir=str(tmp_path / "trials"))
     why = _torch_reason()
     if why:
         pytest.skip(f"backend torch cannot measure here: {why} (its usage error is checked below)")
@@ -58,15 +58,12 @@ def make(name, tmp_path, *, plugin=True):
     if torch.cuda.device_count() < 2:
         pytest.skip("backend torch needs two GPUs for a collective to move anything")
     return TorchBackend(hardware=Hardware(fabric="ib", nodes=1, gpus_per_node=torch.cuda.device_count()), iters=2,
-                        warmup=1, tuner_plugin=None)
+                        warmup=1, tuner_plugin=None, log_dir=str(tmp_path / "trials"))
 
 
 @pytest.fixture(params=BACKENDS)
 def backend(request, tmp_path):
-    be = make(request.param, tmp_path)
-    if request.param == "torch":
-        request.getfixturevalue("ray_runtime")             # its ranks are Ray actors
-    return be
+    return make(request.param, tmp_path)
 
 
 def test_says_what_it_is_and_what_it_runs_on(backend):

@@ -49,8 +49,9 @@ SCALES = ("node", "rail", "pair", "full")
 
 def _launcher_args(p) -> None:
     g = p.add_argument_group("launcher")
-    g.add_argument("--launcher", choices=("slurm", "mpirun", "ray"),
-                   help="how to reach the nodes (default: slurm inside an allocation, else ray)")
+    g.add_argument("--launcher", choices=("slurm", "mpirun", "ray", "local"),
+                   help="how to reach the nodes (default: slurm inside an allocation, else ray; local: this "
+                        "machine alone)")
     g.add_argument("--nodes", metavar="LIST", help="the nodes, as a Slurm hostlist: gpu[01-16],gpu20")
     g.add_argument("--hostfile", metavar="FILE", help="the nodes, from an Open MPI or MPICH hostfile")
     g.add_argument("--ray-address", metavar="ADDR", help="join this Ray cluster (default: a local instance)")

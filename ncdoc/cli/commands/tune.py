@@ -34,14 +34,25 @@ every file: rerun it with --backend nccl-tests before deploying.
 backends:
   sim         the simulator (the default where no GPU is present): say which cluster with
               --preset, or --snapshot / --example with --nodes and fabric flags
-  nccl-tests  runs all_reduce_perf etc. (--nccl-tests-dir); several nodes via mpirun (--hosts)
-              or a Ray cluster with node groups (--ray-address); --tuner-plugin for tables
-  torch       a torch.distributed benchmark in Ray actors, one per GPU
+  nccl-tests  runs all_reduce_perf etc. (--nccl-tests-dir); --tuner-plugin for tables
+  torch       a torch.distributed benchmark (nccl-tests' flags and format), one process per GPU
+
+The real backends launch like ncdoc cluster (--launcher): srun inside an allocation, mpirun for
+--hosts / --hostfile (--launcher-args are passed as given), Ray for --ray-address, else this
+machine alone. Every run has NCCL's INFO log and is trust-checked: a trial whose ranks did not
+form one job, whose env did not reach NCCL on every rank, or whose nodes ran different envs is
+rejected with the reason; NCCL's own algorithm/protocol/channels come from its TUNING lines (the
+tuner table's base). With --nodes N below the nodes reached, trials run on groups of N placed by
+leaf switch (--topology, or scontrol show topology), after a health gate (a group with a bad node
+is not used), each group with its own baseline; the result is then checked once on every healthy
+node (--full-scale-rounds). Logs of every run go under OUT/trials and OUT/trials/health.
 
 examples:
   ncdoc tune --preset h100-roce-8node --trials 40
   ncdoc tune --example dgx-h100 --nodes 4 --fabric roce --leaf-nodes 2 --profile moe-alltoall
   ncdoc tune --backend nccl-tests --nccl-tests-dir ~/nccl-tests/build --gpus-per-node 8
+  salloc -N 16 ncdoc tune --backend nccl-tests --nccl-tests-dir /shared/nccl-tests/build --nodes 2 \
+      --launcher-args="--mpi=pmix" --tuner-plugin /shared/libnccl-tuner-example.so
   ncdoc tune --preset h100-ib-2node --storage /shared/ncdoc.journal --resume
 """
 
@@ -69,7 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     src.add_argument("--snapshot", metavar="FILE", help="the node's snapshot (ncdoc snapshot -o FILE)")
     src.add_argument("--example", metavar="NAME", help="a bundled example machine as the node")
     src.add_argument("--preset", metavar="NAME", help="a simulator cluster preset (e.g. h100-roce-2node)")
-    parser.add_argument("--nodes", type=_positive_int, help="nodes per trial (default: the preset's, else 2)")
+    parser.add_argument("--nodes", type=_positive_int,
+                        help="nodes per trial (sim: default the preset's, else 2; real backends: default every "
+                             "node reached, fewer tunes on node groups of that size)")
     fab = parser.add_argument_group("simulated fabric (sim backend)")
     fab.add_argument("--fabric", choices=FABRICS, help="network between nodes")
     fab.add_argument("--nic-gbps", type=float, metavar="GBPS", help="rate of each NIC, Gb/s")
@@ -115,10 +128,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="per measurement; a trial past it is killed and recorded as failed (default 60 sim, 600)")
     run.add_argument("--nccl-tests-dir", metavar="DIR", help="folder with all_reduce_perf etc.")
     run.add_argument("--gpus-per-node", type=_positive_int, metavar="N")
-    run.add_argument("--hosts", type=_csv, metavar="LIST", help="hosts for mpirun (nccl-tests across nodes)")
-    run.add_argument("--mpirun", default="mpirun", metavar="CMD")
     run.add_argument("--tuner-plugin", metavar="PATH",
                      help="NCCL's libnccl-tuner-example.so: lets real backends measure tuner tables")
+    lau = parser.add_argument_group("launcher (nccl-tests and torch backends)")
+    lau.add_argument("--launcher", choices=("slurm", "mpirun", "ray", "local"),
+                     help="how to reach the nodes (default: ray with --ray-address, slurm inside an allocation, "
+                          "mpirun with --hosts/--hostfile, else local: this machine)")
+    lau.add_argument("--hosts", type=_csv, metavar="LIST", help="the nodes: names or Slurm hostlists (gpu[01-16])")
+    lau.add_argument("--hostfile", metavar="FILE", help="the nodes, from an Open MPI or MPICH hostfile")
+    lau.add_argument("--launcher-cmd", metavar="PATH", help="the srun or mpirun to use (default: on PATH)")
+    lau.add_argument("--mpirun", default="mpirun", metavar="CMD", help=argparse.SUPPRESS)
+    lau.add_argument("--launcher-args", action="append", default=[], metavar="ARGS",
+                     help="passed to srun/mpirun as given (write it with '='): --launcher-args=\"--mpi=pmix\" "
+                          "(repeatable)")
+    lau.add_argument("--mpi-flavour", choices=("openmpi", "hydra", "intel"),
+                     help="mpirun's flags (default: asked from mpirun --version)")
+    lau.add_argument("--topology", metavar="FILE",
+                     help="leaf switches for placing node groups (Slurm topology.conf form; default: scontrol show "
+                          "topology inside an allocation)")
+    lau.add_argument("--health-gate", metavar="SCALES",
+                     help="isolation scales run first over every node (default node,pair; 'off' for none)")
+    lau.add_argument("--full-scale-rounds", type=int, default=3, metavar="N",
+                     help="after tuning on node groups, rounds of the final env against the baseline on every "
+                          "healthy node (default 3; 0: off)")
+    lau.add_argument("--torch-python", metavar="PATH", help="the Python the torch backend's ranks run (default: this)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", default="ncdoc-tune", metavar="DIR", help="output folder (default ./ncdoc-tune)")
     out.add_argument("--format", dest="formats", action="append", type=_csv, metavar="FMT",
@@ -144,7 +177,10 @@ def options_from_args(args: argparse.Namespace):
         groups=args.groups, timeout_s=args.timeout, out=args.out, seed=args.seed, formats=formats or ("sh",),
         top_k=args.top_k, confirm_pairs=args.confirm_pairs, min_gain=args.min_gain / 100.0,
         nccl_tests_dir=args.nccl_tests_dir, gpus_per_node=args.gpus_per_node, hosts=args.hosts or (),
-        mpirun=args.mpirun, sim_failures=args.sim_failures, replicate=args.replicate, tuner_plugin=args.tuner_plugin)
+        mpirun=args.mpirun, sim_failures=args.sim_failures, replicate=args.replicate, tuner_plugin=args.tuner_plugin,
+        launcher=args.launcher, hostfile=args.hostfile, launcher_cmd=args.launcher_cmd,
+        launcher_args=tuple(args.launcher_args), mpi_flavour=args.mpi_flavour, topology=args.topology,
+        health_gate=args.health_gate, full_scale_rounds=args.full_scale_rounds, torch_python=args.torch_python)
 
 
 def _interrupted(exc: BaseException | None) -> bool:

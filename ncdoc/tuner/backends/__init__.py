@@ -21,7 +21,9 @@ Workload = Sequence[tuple[str, Sequence[int]]]     # (collective, sizes in bytes
 
 
 class TrialFailed(Exception):
-    """A measurement that produced no valid numbers; `kind` is init | call | crash | hang | timeout | tool."""
+    """A measurement that produced no valid numbers; `kind` is init | call | crash | hang | timeout | tool
+    (the setting or the tool failed), lost (a node went away) or invalid (the run did not measure the
+    setting: its env did not reach NCCL, the ranks did not form one job, ...)."""
 
     def __init__(self, reason: str, *, kind: str = "call"):
         super().__init__(reason)
@@ -61,11 +63,13 @@ class Measurement:
 
 @dataclass(frozen=True)
 class RunContext:
-    """Where a job runs: the node group's hosts (multi-node backends) and its placement group."""
+    """Where a job runs: the node group's hosts (multi-node backends) and its placement group;
+    `log_key` names the step ("<job>/<n>-<label>-r<repeat>") for its logs."""
     group: str = "local"
     hosts: tuple[str, ...] = ()
     placement_group: Any = None
     extra: dict = field(default_factory=dict)
+    log_key: str = ""
 
 
 class Backend:
