@@ -64,6 +64,8 @@ def _table_section(r: Any) -> list[str]:
               "everywhere except these measured choices:", ""]
     lines += [f"- {o.collective} {format_size(o.lo)}-{format_size(o.hi)} bytes: {o.algo}/{o.proto} ({o.why})"
               for o in t.overrides]
+    if t.notes:
+        lines += [""] + [f"- {n}" for n in t.notes]
     if cmp is not None:
         lines += ["", f"Measured with the environment above, against it alone, {cmp.n} rounds of the guard sweep: "
                       f"{_pct(cmp.gain)} (Wilcoxon p={cmp.p_wilcoxon:.3f}); no measured size slower."]
@@ -77,6 +79,46 @@ def _table_section(r: Any) -> list[str]:
               "",
               "    NCCL_TUNER_PLUGIN=/path/to/libnccl-tuner-example.so",
               "    NCCL_TUNER_CONFIG_FILE=/path/to/nccl_tuner.conf", ""]
+    return lines
+
+
+def _scale_section(r: Any) -> list[str]:
+    """Tuning at scale (real backends): node groups, the health gate, per-group baselines, full scale."""
+    sc = r.scale
+    if not sc:
+        return []
+    from ncdoc.cluster.nodes import compress
+    lines = ["## Tuning at scale", "",
+             f"- Nodes reached: {len(sc['nodes'])} ({compress(sc['nodes'])}); trials on groups of {sc['per_group']}, "
+             f"placed by {sc['placement']}" + (f"; left out: {', '.join(sc['left_out'])}" if sc["left_out"] else "")]
+    gate = sc.get("health_gate")
+    if gate is None:
+        lines.append("- Health gate: off")
+    else:
+        bad = gate.get("bad_nodes") or {}
+        lines.append(f"- Health gate (env check, then {', '.join(gate['scales']) or 'no isolation scale'}; "
+                     f"{gate.get('rounds') or 0} isolation round(s)): "
+                     + ("every node healthy" if not bad else f"{len(bad)} node(s) found bad:"))
+        lines += [f"    - {n}: {why}" for n, why in bad.items()]
+    lines += [f"- {n}" for n in sc.get("notes", [])]
+    lines += ["", "| group | nodes | used | baseline against the groups' mean |", "|---|---|---|---:|"]
+    for g in sc["groups"]:
+        rel = f"x{g['relative']:.3f}" if g.get("relative") else "-"
+        used = "yes" if g["used"] else f"no: {g['why']}"
+        lines.append(f"| {g['name']} | {', '.join(g['nodes'])} | {used} | {rel} |")
+    full = sc.get("full_scale")
+    lines.append("")
+    if full:
+        lines.append(f"Full scale ({full['nodes']} healthy nodes, {full['rounds']} shuffled rounds against the baseline):")
+        for label, side in full["sides"].items():
+            what = "the final env" if label == "B" else f"candidate {label}"
+            ch = ", ".join(f"{k}={v}" for k, v in side["changes"].items()) or "no change"
+            verdict = (f"{side['gain_pct']:+.1f} %" if side.get("ok") else side.get("why", "rejected"))
+            lines.append(f"- {what} ({ch}): {verdict}")
+        lines.append("")
+    elif len(sc["nodes"]) > sc["per_group"]:
+        lines += ["No full-scale check: nothing was recommended to check." if not r.recommended else
+                  "No full-scale check (--full-scale-rounds 0).", ""]
     return lines
 
 
@@ -161,6 +203,7 @@ def render_explain(result: Any, *, lint_findings: Sequence[str] = (),
                  else " (unknown for this cluster)."), ""]
     lines += _size_table(workload, r.baseline_sizes, r.tuned_sizes, expected)
     lines.append("")
+    lines += _scale_section(r)
     lines += _table_section(r)
     if lint_findings:
         lines += ["## Lint findings fixed on the way", ""] + [f"- {f}" for f in lint_findings] + [""]

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from ncdoc.errors import UsageError
+from ncdoc.errors import RunnerError, UsageError
 from ncdoc.tuner.backends import BACKENDS, Backend
 from ncdoc.tuner.confirm import (Comparison, Side, Verdict, VariableEffect, changes, compare, confirm_and_reduce,
                                  final_job, pct, size_label)
@@ -75,6 +75,7 @@ class TuneOptions:
     health_gate: str | None = None           # scales (node,pair), or "off"
     full_scale_rounds: int = 3               # 0: no full-scale A/B after tuning on subsets
     torch_python: str | None = None
+    iters: int | None = None                 # benchmark iterations per size (None: scaled by size)
     sim_failures: str = "report"             # report | emulate (a simulated hang really hangs)
     lint_findings: tuple[str, ...] = ()
 
@@ -253,7 +254,8 @@ def create_backend(opts: TuneOptions, log: Callable[[str], None]) -> Backend:
     expect = expected_bandwidth(snap, nodes=nodes, local_ranks=hw.gpus_per_node)
     base = _nccl_env(dict(os.environ))
     common = dict(hardware=hw, base_env=base, launch=launch, gpus_per_node=opts.gpus_per_node, expectation=expect,
-                  tuner_plugin=opts.tuner_plugin, table_dir=opts.out, log_dir=str(Path(opts.out) / "trials"))
+                  tuner_plugin=opts.tuner_plugin, table_dir=opts.out, log_dir=str(Path(opts.out) / "trials"),
+                  iters=opts.iters)
     try:
         if name == "torch":
             from ncdoc.tuner.backends.torch import TorchBackend
@@ -468,9 +470,19 @@ def _tune(opts: TuneOptions, prog: Any, backend: Backend) -> TuneResult:
     plan = None
     if hasattr(backend, "all_nodes") and opts.executor == "auto":
         # A real backend: node groups placed by topology, the health gate, a baseline per group (scale.py).
+        # The env check sets a value of every variable the search may set (its first screened one).
+        reach = {v.name: v.screened[0] for v in space.variables if not v.when and v.screened}
         plan = scale.plan(backend, per_group=hw.nodes, max_groups=opts.groups, gate=scale.parse_gate(opts.health_gate),
                           topology_file=opts.topology, env=base_env, workload=profile.workload(), timeout_s=timeout,
-                          log=log)
+                          log=log, reach=reach)
+        if plan.not_reported:
+            from dataclasses import replace
+            kept = [v.name for v in space.variables if v.name not in plan.not_reported]
+            if not kept:
+                raise RunnerError("nothing left to search: NCCL reported none of the search space's variables",
+                                  cause=", ".join(plan.not_reported))
+            space = replace(space.only(kept), notes=space.notes + tuple(
+                f"{n} not searched: no node's NCCL reported it when set (health gate)" for n in plan.not_reported))
     # Ray prints worker-death notices on stdout from a background thread; stdout is for reports.
     with contextlib.redirect_stdout(sys.stderr), \
             make_executor(backend, kind=opts.executor, address=opts.ray_address, groups=groups, log=log,

@@ -7,10 +7,14 @@ A real backend reaches N nodes through its launcher; a trial needs `per_group` o
    inside an allocation), so a group's traffic stays under one switch as a job's would; nodes a
    switch has left over are grouped across switches, and what does not fill a group is not used.
    Without a topology, in the order the launcher lists the nodes (Slurm's is its topology order).
-2. Health gate (--health-gate, default node,pair): ncdoc cluster test's isolation in those scales
-   over every node, with the baseline env: each node alone, then disjoint pairs, a slow pair's
-   nodes re-tested against fast partners. A group holding a node it finds bad (slow, failing,
-   intermittent) is not used for trials, and the summary says which node and why.
+2. Health gate (--health-gate, default node,pair): first the env check, one short run per group
+   with today's env plus a value of every variable the search may set: a node whose NCCL does not
+   report one of them (or reads another value) while the other nodes' do, or that runs a different
+   NCCL env from the rest, is bad (its trials would all be rejected); a variable no node reports
+   is left out of the search. Then ncdoc cluster test's isolation in those scales over every node,
+   with today's env: each node alone, then disjoint pairs, a slow pair's nodes re-tested against
+   fast partners. A group holding a node found bad (env, slow, failing, intermittent) is not used
+   for trials, and the summary says which node and why.
 3. A baseline per group: with several groups, each measures the baseline first; a group's
    results are scaled by (the groups' geometric mean / its own) per collective and size, so a
    trial's score is against the baseline of the nodes it ran on, and groups compare.
@@ -141,6 +145,7 @@ class ScalePlan:
     gate_scales: tuple[str, ...] = ()
     bad: dict[str, str] = field(default_factory=dict)   # node -> what the gate found
     full: dict | None = None                       # the full-scale A/B
+    not_reported: list[str] = field(default_factory=list)   # variables no node's NCCL reported (not searched)
 
     @property
     def usable(self) -> list[GroupInfo]:
@@ -162,7 +167,7 @@ class ScalePlan:
     def to_dict(self) -> dict:
         return {"nodes": list(self.nodes), "per_group": self.per_group, "placement": self.placement,
                 "groups": [g.to_dict() for g in self.groups], "left_out": list(self.left_out),
-                "notes": list(self.notes),
+                "notes": list(self.notes), "not_reported": list(self.not_reported),
                 "health_gate": None if self.gate is None else {"scales": list(self.gate_scales),
                                                                "bad_nodes": dict(self.bad),
                                                                "rounds": self.gate.get("rounds"),
@@ -219,20 +224,80 @@ class GateMeasurer:
                 pass
 
         threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(probes))]
-        for t in threads:
-            t.start()
-        try:
-            for t in threads:
-                while t.is_alive():
-                    t.join(0.5)
-        except KeyboardInterrupt:
-            cancel = self.backend.launcher().cancel
-            cancel.set()
-            for t in threads:
-                t.join(60)
-            cancel.clear()
-            raise
+        _run_threads(self.backend, threads)
         return out
+
+
+def env_check(backend: Any, groups: Sequence[tuple[str, ...]], env: Mapping[str, str], reach: Mapping[str, str], *,
+              timeout_s: float, log: Callable[[str], None]) -> tuple[dict[str, str], list[str], list[str]]:
+    """(node -> why its NCCL env is off, variables no node's NCCL reported, notes): one short run per group
+    (the trial shape) with today's env and `reach`, all groups at once."""
+    import threading
+    want = {**env, **reach}
+    results: list[Any] = [None] * len(groups)
+
+    def work(i: int) -> None:
+        try:
+            results[i] = backend.bench_run(groups[i], want, "all_reduce", (1 << 20,), timeout_s=timeout_s,
+                                           key=f"health/env/{'-'.join(groups[i])}")[0]
+        except KeyboardInterrupt:
+            pass
+
+    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(groups))]
+    _run_threads(backend, threads)
+    bad: dict[str, str] = {}
+    notes: list[str] = []
+    reported: set[str] = set()
+    missing: dict[str, set[str]] = {}
+    for nodes, r in zip(groups, results):
+        v = getattr(r, "verdict", None)
+        if r is None or v is None or not any(run.ok for run in r.runs):
+            notes.append(f"env check on {', '.join(nodes)}: no run to judge ({getattr(r, 'reason', 'interrupted')})")
+            continue
+        for name in reach:
+            gone = set(v.env_missing.get(name, ()))
+            missing.setdefault(name, set()).update(gone)
+            if len(gone) < len(nodes):
+                reported.add(name)
+        for name, hosts in v.env_wrong.items():
+            for h, got in hosts.items():
+                bad.setdefault(h, f"env: {name}={want.get(name)} was set, its NCCL read {got!r}")
+        for name, seen in v.env_uneven.items():
+            values = [x for x in seen.values()]
+            common = max(set(values), key=values.count)
+            for h, x in seen.items():
+                if x != common:
+                    bad.setdefault(h, f"env: {name} is {'unset' if x is None else repr(x)} there, "
+                                      f"{'unset' if common is None else repr(common)} on the others")
+    never = [n for n in reach if n not in reported and n in missing]
+    for name in reach:
+        if name in never:
+            continue
+        for h in sorted(missing.get(name, ())):
+            bad.setdefault(h, f"env: its NCCL never reported {name}={reach[name]} (the other nodes' did)")
+    if never:
+        notes.append(f"no node's NCCL reported {', '.join(never)} when set: not searched (every trial changing it "
+                     "would be rejected)")
+    for n, why in bad.items():
+        log(f"health gate: {n}: {why}")
+    return bad, never, notes
+
+
+def _run_threads(backend: Any, threads: Sequence[Any]) -> None:
+    """Start and join worker threads; Ctrl-C cancels the launches in flight (the launcher's event)."""
+    for t in threads:
+        t.start()
+    try:
+        for t in threads:
+            while t.is_alive():
+                t.join(0.5)
+    except KeyboardInterrupt:
+        cancel = backend.launcher().cancel
+        cancel.set()
+        for t in threads:
+            t.join(60)
+        cancel.clear()
+        raise
 
 
 def health_gate(backend: Any, nodes: Sequence[str], scales: Sequence[str], env: Mapping[str, str], *,
@@ -251,8 +316,9 @@ def health_gate(backend: Any, nodes: Sequence[str], scales: Sequence[str], env: 
 
 def plan(backend: Any, *, per_group: int | None, max_groups: int | None, gate: Sequence[str],
          topology_file: str | None, env: Mapping[str, str], workload: Sequence[tuple[str, Sequence[int]]],
-         timeout_s: float, log: Callable[[str], None]) -> ScalePlan:
-    """Place the groups, run the health gate, and say which groups trials may use."""
+         timeout_s: float, log: Callable[[str], None], reach: Mapping[str, str] | None = None) -> ScalePlan:
+    """Place the groups, run the health gate (the env check with `reach`: a value of each variable the
+    search may set), and say which groups trials may use."""
     nodes = tuple(backend.all_nodes())
     per = per_group or len(nodes)
     if per > len(nodes):
@@ -264,9 +330,15 @@ def plan(backend: Any, *, per_group: int | None, max_groups: int | None, gate: S
     gate = tuple(s for s in gate if len(nodes) > 1 or s == "node")     # one node: nothing to pair
     p = ScalePlan(nodes, per, how, infos, rest, notes, gate_scales=gate)
     if gate:
+        if reach and groups:
+            bad, p.not_reported, env_notes = env_check(backend, groups, env, reach, timeout_s=timeout_s, log=log)
+            p.bad.update(bad)
+            p.notes += env_notes
         sizes = [s for c, ss in workload if c == "all_reduce" for s in ss]
         size = min(max(sizes), 1 << 30) if sizes else GATE_SIZE
-        p.bad, p.gate = health_gate(backend, nodes, gate, env, size=size, timeout_s=timeout_s, log=log)
+        found, p.gate = health_gate(backend, nodes, gate, env, size=size, timeout_s=timeout_s, log=log)
+        for n, why in found.items():
+            p.bad.setdefault(n, why)
         for g in infos:
             found = [f"{n} ({p.bad[n]})" for n in g.nodes if n in p.bad]
             if found:
@@ -397,4 +469,4 @@ def full_scale_check(run_jobs: Callable[[list], dict], p: ScalePlan, *, base_env
 
 
 __all__ = ["read_topology", "topology", "place", "GroupInfo", "ScalePlan", "parse_gate", "GateMeasurer",
-           "health_gate", "plan", "calibrate", "full_scale_check", "DEFAULT_GATE"]
+           "env_check", "health_gate", "plan", "calibrate", "full_scale_check", "DEFAULT_GATE"]

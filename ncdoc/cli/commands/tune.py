@@ -152,6 +152,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                      help="after tuning on node groups, rounds of the final env against the baseline on every "
                           "healthy node (default 3; 0: off)")
     lau.add_argument("--torch-python", metavar="PATH", help="the Python the torch backend's ranks run (default: this)")
+    lau.add_argument("--iters", type=_positive_int, metavar="N",
+                     help="benchmark iterations per size (default: scaled by size, sizes run in at most two bands)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", default="ncdoc-tune", metavar="DIR", help="output folder (default ./ncdoc-tune)")
     out.add_argument("--format", dest="formats", action="append", type=_csv, metavar="FMT",
@@ -180,7 +182,8 @@ def options_from_args(args: argparse.Namespace):
         mpirun=args.mpirun, sim_failures=args.sim_failures, replicate=args.replicate, tuner_plugin=args.tuner_plugin,
         launcher=args.launcher, hostfile=args.hostfile, launcher_cmd=args.launcher_cmd,
         launcher_args=tuple(args.launcher_args), mpi_flavour=args.mpi_flavour, topology=args.topology,
-        health_gate=args.health_gate, full_scale_rounds=args.full_scale_rounds, torch_python=args.torch_python)
+        health_gate=args.health_gate, full_scale_rounds=args.full_scale_rounds, torch_python=args.torch_python,
+        iters=args.iters)
 
 
 def _interrupted(exc: BaseException | None) -> bool:

@@ -172,21 +172,25 @@ class LaunchedBackend(Backend):
         return bench.group(self.launcher(), nodes, env=dict(env), gpus_per_node=self.gpus, key=key, tuned=tuned,
                            unset=unset, clear_env=("NCCL_",))
 
+    def bench_run(self, nodes: Sequence[str], env: Mapping[str, str], collective: str, sizes: Sequence[int], *,
+                  timeout_s: float | None, key: str) -> Any:
+        """One bench run of `collective` on `nodes`, its logs under LOG_DIR/<key>: (the BenchResult of
+        ncdoc.cluster.bench, with rows, verdict and runs; the BenchSpec it ran)."""
+        from ncdoc.cluster import bench
+        spec = self.spec(collective, sizes, timeout_s, nodes=nodes, key=f"{key}/{collective}",
+                         final=key.startswith(FINAL_JOBS))
+        where = os.path.join(self.log_dir, *(safe_name(p) for p in key.split("/")))
+        return bench.run(self.launcher(), [self.group_for(nodes, env, collective)], spec, log_dir=where)[0], spec
+
     def measure(self, env: Mapping[str, str], workload: Workload, repeat_index: int, *,
                 timeout_s: float | None = None, context: RunContext | None = None,
                 table: Sequence[Any] = ()) -> Measurement:
-        from ncdoc.cluster import bench
-
         env = self._with_table(env, table)
         nodes = tuple(context.hosts) if context and context.hosts else (self.nodes_default or tuple(self.all_nodes()))
         key = (context.log_key if context else "") or f"run-{repeat_index}"
-        final = key.startswith(FINAL_JOBS)
-        where = os.path.join(self.log_dir, *(safe_name(p) for p in key.split("/")))
         rows = []
         for collective, sizes in workload:
-            spec = self.spec(collective, sizes, timeout_s, nodes=nodes, key=f"{key}/{collective}", final=final)
-            g = self.group_for(nodes, env, collective)
-            r = bench.run(self.launcher(), [g], spec, log_dir=where)[0]
+            r, spec = self.bench_run(nodes, env, collective, sizes, timeout_s=timeout_s, key=key)
             if not r.ok:
                 kind = failure_kind(r)
                 reason = self._reason(r)

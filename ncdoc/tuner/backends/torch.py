@@ -40,7 +40,7 @@ class TorchBackend(LaunchedBackend):
     name = "torch"
 
     def __init__(self, *, hardware: Hardware, base_env: Mapping[str, str] | None = None,
-                 launch: LaunchOptions | None = None, gpus_per_node: int | None = None, iters: int | None = 20,
+                 launch: LaunchOptions | None = None, gpus_per_node: int | None = None, iters: int | None = None,
                  warmup: int = 5, expectation: Any = None, tuner_plugin: str | None = None,
                  table_dir: str | None = None, log_dir: str | None = None, environ: Mapping[str, str] | None = None,
                  python: str | None = None):
