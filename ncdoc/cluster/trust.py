@@ -70,12 +70,14 @@ def uneven_env(ranklog, skip=()) -> dict[str, dict[str, str | None]]:
     host's ranks never reported it}. Per host, not per rank: some variables are read by one process
     of a node only. Hosts that reported no variable at all are left out (nothing to compare)."""
     per_host: dict[str, dict[str, str]] = {}
+    reporting: set[str] = set()
     for rank, host in ranklog.host_of.items():
         per_host.setdefault(host, {})
         for name, value in ranklog.env.get(rank, {}).items():
+            reporting.add(host)
             if name not in NOT_REPORTED and name not in skip:
                 per_host[host].setdefault(name, value)
-    hosts = [h for h, env in per_host.items() if env]
+    hosts = [h for h in per_host if h in reporting]
     if len(hosts) < 2:
         return {}
     out = {}
@@ -93,12 +95,17 @@ def _uneven_reason(name: str, seen: dict) -> str:
     groups: dict = {}
     for host, value in seen.items():
         groups.setdefault(value, []).append(host)
-    common = Counter({v: len(h) for v, h in groups.items()}).most_common(1)[0][0]
-    odd = "; ".join(f"{'unset' if v is None else repr(v)} on {nodes_text(sorted(h))}"
-                    for v, h in groups.items() if v != common)
-    usual = "unset" if common is None else repr(common)
-    return (f"the nodes did not run with the same NCCL environment: {name} is {usual} on most, {odd} (an nccl.conf "
-            "or env on some nodes only, or a launcher passing the environment to some ranks only)")
+    def text(v):
+        return "unset" if v is None else repr(v)
+
+    common, count = Counter({v: len(h) for v, h in groups.items()}).most_common(1)[0]
+    if count * 2 > len(seen):                       # a majority: name the odd nodes
+        what = f"{text(common)} on {count} of {len(seen)} nodes, " + "; ".join(
+            f"{text(v)} on {nodes_text(sorted(h))}" for v, h in groups.items() if v != common)
+    else:
+        what = "; ".join(f"{text(v)} on {nodes_text(sorted(h))}" for v, h in groups.items())
+    return (f"the nodes did not run with the same NCCL environment: {name} is {what} (an nccl.conf or env on some "
+            "nodes only, or a launcher passing the environment to some ranks only)")
 
 
 def judge(tests, ranklog, *, expected_ranks: int | None, tuned, logfacts=None, checked: bool = True,

@@ -104,3 +104,26 @@ def test_env_lines_in_both_forms_per_rank():
     assert log.env == {"a:1": {"NCCL_BUFFSIZE": "4194304", "NCCL_IB_HCA": "=mlx5_0:1"}, "b:2": {"NCCL_ALGO": "Ring"}}
     from ncdoc.cluster.trust import _same
     assert _same("0x400000", "4194304") and not _same("Ring", "Tree")
+
+
+def _measure_group(tmp_path, faults, env, **checks):
+    launcher = SlurmLauncher(environ=standin_env(tmp_path, nodes="node[01-04]", faults=faults))
+    g = bench.group(launcher, ("node01", "node02"), env=env, gpus_per_node=2, **checks)
+    return bench.run(launcher, [g], SPEC, log_dir=str(tmp_path / "runs"))[0]
+
+
+def test_nodes_that_run_different_nccl_envs_are_not_one_measurement(tmp_path):
+    """Today's variables need no ENV line of their own, but every node must have read the same: an
+    nccl.conf on some nodes only, a launcher passing the env to some ranks only."""
+    r = _measure_group(tmp_path, {"nodes": 4, "faults": {"node02": {"ignore_env": ["NCCL_SOCKET_IFNAME"]}}},
+                       {"NCCL_SOCKET_IFNAME": "eth0", "NCCL_ALGO": "Ring"}, tuned={"NCCL_ALGO": "Ring"})
+    assert not r.ok and r.verdict.env_uneven == {"NCCL_SOCKET_IFNAME": {"node01": "eth0", "node02": None}}
+    assert "the nodes did not run with the same NCCL environment: NCCL_SOCKET_IFNAME" in r.reason
+    assert "unset on node02" in r.reason
+    ok = _measure_group(tmp_path, {"nodes": 4}, {"NCCL_SOCKET_IFNAME": "eth0"}, tuned={})
+    assert ok.ok and ok.verdict.env_uneven == {}
+
+
+def test_a_variable_the_run_is_meant_to_be_without_must_not_reach_nccl(tmp_path):
+    r = _measure_group(tmp_path, {"nodes": 4}, {"NCCL_IB_HCA": "mlx5_0"}, tuned={}, unset=("NCCL_IB_HCA",))
+    assert not r.ok and "NCCL_IB_HCA was meant to be unset, but NCCL read 'mlx5_0' on node01, node02" in r.reason
