@@ -9,8 +9,9 @@
     launch.py      one way to run something on every node: the Launcher interface, its results
     launchers.py   which launcher a command line asks for
     processes.py   local processes with deadlines, process-group cleanup and logs on disk
-    slurm.py       srun; mpi.py: mpirun (Open MPI, MPICH/Hydra, Intel MPI)
+    slurm.py       srun; mpi.py: mpirun (Open MPI, MPICH/Hydra, Intel MPI); local.py: this machine alone
     ray_nodes.py   Ray: one task per node with node-affinity scheduling
+    ray_start.py   the one place Ray is started or joined (a local instance on 127.0.0.1 only, no dashboard)
     gather.py      `ncdoc cluster snapshot`: a snapshot per node through a launcher
     bom.py         the acceptance record (bill of materials) and what changed since
     tuning_log.py  the TUNING and per-rank ENV lines NCCL prints
@@ -23,6 +24,7 @@
 
 Everything that reads facts (facts, attributes, drift, report, render, trust, tuning_log,
 isolation, fabric_sim, bom) does no I/O of its own beyond reading the files it is given. Only
-the launchers (processes, slurm, mpi, ray_nodes) start processes, only ray_nodes imports Ray,
+the launchers (processes, slurm, mpi, ray_nodes, local) start processes, only ray_nodes and
+ray_start import Ray,
 and nothing here is on `ncdoc check`'s path.
 """

@@ -1,4 +1,9 @@
-"""Running measurement jobs: on Ray or in this process, behind one interface.
+"""Running measurement jobs: on Ray, in this process, or per node group from threads, behind one interface.
+
+The backends that launch through ncdoc.cluster (nccl-tests, torch) need no worker of their own:
+their launcher keeps every deadline and ends what it started, so LaunchExecutor runs their jobs
+from threads of this process, one node group each (at the end of this module). What follows is
+about the simulator's and custom backends' executors.
 
 A job is a list of measurement steps (an environment, a repeat index, optionally a tuner
 table) run in order on one node group. A trial's repeat is one job; an interleaved

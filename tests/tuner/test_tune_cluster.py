@@ -131,3 +131,19 @@ def test_tuning_at_scale_through_srun(tmp_path):
     assert {"--nodelist=node[01-02]", "--nodelist=node[03-04]", "--nodelist=node[01-04]"} <= lists
     assert any((out / "trials" / "health").rglob("*.log"))
     assert os.path.isdir(out / "trials" / "full-scale")
+
+
+@pytest.mark.ray
+def test_a_tune_through_the_ray_launcher(ray_runtime, tmp_path):
+    """The same backend on the Ray launcher (the suite's runtime: this machine as one Ray node): each
+    run a Ray task pinned to the node, its log kept, the env check passed."""
+    from ncdoc.tuner.run import TuneOptions, run_tune
+    (tmp_path / "s.yaml").write_text(SPACE)
+    res = run_tune(TuneOptions(backend="nccl-tests", launcher="ray", example="dgx-h100", nodes=1,
+                               nccl_tests_dir=str(BIN), space=str(tmp_path / "s.yaml"), sampler="grid",
+                               profile="latency", trials=2, repeats=1, top_k=0, iters=20, timeout_s=60,
+                               out=str(tmp_path / "out")))
+    assert res.backend["launcher"] == "ray" and res.trials_complete == 2 and res.trials_failed == 0
+    assert res.scale["health_gate"]["bad_nodes"] == {}
+    assert list((tmp_path / "out" / "trials").glob("trial-*/*/all_reduce.b0.log"))
+    assert ray_runtime.is_initialized()                  # joined the running instance, left it running

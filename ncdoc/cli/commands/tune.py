@@ -1,4 +1,5 @@
-"""`ncdoc tune`: search NCCL settings with an Optuna study, trials dispatched on Ray."""
+"""`ncdoc tune`: search NCCL settings with an Optuna study; trials on the simulator (in process or on
+Ray) or on the cluster through its launchers (srun, mpirun, Ray, this machine)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import sys
 from ncdoc.errors import UsageError
 
 NAME = "tune"
-HELP = "search NCCL env settings for a workload (Optuna study, trials on Ray) and write nccl.env"
+HELP = "search NCCL env settings for a workload (Optuna study; trials through srun, mpirun or Ray) and write nccl.env"
 DESCRIPTION = """\
 Measure the current environment (the baseline), then search NCCL variables for the chosen
 workload: each variable's values alone first (screening), then one variable at a time on top

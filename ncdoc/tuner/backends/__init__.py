@@ -3,9 +3,10 @@
 A backend is a small picklable object (it travels to Ray workers) with one job: given an
 environment, a workload (collectives at sizes) and optionally a tuner table, return busbw per
 size, or raise TrialFailed with the reason (NCCL refused the setting, crashed, timed out,
-returned wrong results). tests/tuner/test_backend_contract.py holds every backend to that. `sim` answers
-from the simulator, `nccl-tests` runs the nccl-tests binaries, `torch` runs a
-torch.distributed benchmark in Ray actors.
+returned wrong results), or TrialFailed kind "invalid" when the run did not measure the setting.
+tests/tuner/test_backend_contract.py holds every backend to that. `sim` answers from the
+simulator; `nccl-tests` runs the nccl-tests binaries and `torch` a torch.distributed benchmark,
+both through the cluster launcher layer (backends/launched.py).
 """
 
 from __future__ import annotations
