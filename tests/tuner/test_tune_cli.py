@@ -141,7 +141,8 @@ def test_ctrl_c_stores_running_trials_as_interrupted_and_queues_them(tmp_path):
             break
     assert stopped and all(t.state.name == "FAIL" for t in stopped)
     queued = [t for t in trials.values() if t.state.name == "WAITING" and "ncdoc.requeued_from" in t.user_attrs]
-    assert sorted(t.user_attrs["ncdoc.requeued_from"] for t in queued) == sorted(t.number for t in stopped)
+    # a trial stopped before its first suggest() has nothing to run again (as after a SIGKILL, above)
+    assert sorted(t.user_attrs["ncdoc.requeued_from"] for t in queued) == sorted(t.number for t in stopped if t.params)
 
 
 def test_torch_backend_without_torch_is_a_clear_usage_error(tmp_path, capsys):
