@@ -113,3 +113,17 @@ class BarrierBackend(Backend):
                 raise TrialFailed("the other measurement never arrived", kind="call")
             time.sleep(0.05)
         return Measurement(tuple((c, tuple(SizeResult(size=s, busbw=1.0) for s in sizes)) for c, sizes in workload))
+
+
+# `python -c SLOW_SIM_CLI tune ...` runs ncdoc with every simulated measurement lasting 50 ms: a simulated
+# trial takes milliseconds, so a whole tune can end between two looks at its study; tests that must find
+# trials running (to interrupt them, or to meet a held lock) start it this way. How fast trials are is no concern.
+SLOW_SIM_CLI = ("import sys, time\n"
+                "from ncdoc.tuner.backends.sim import SimBackend\n"
+                "measure = SimBackend.measure\n"
+                "def slow(self, *a, **k):\n"
+                "    time.sleep(0.05)\n"
+                "    return measure(self, *a, **k)\n"
+                "SimBackend.measure = slow\n"
+                "from ncdoc.cli.main import main\n"
+                "sys.exit(main(sys.argv[1:]))\n")

@@ -12,6 +12,7 @@ import time
 import pytest
 
 from ncdoc.cli.main import main
+from tuner_toy import SLOW_SIM_CLI
 from ncdoc.errors import UsageError
 from ncdoc.tuner.study_lock import STALE_S, StudyLock, lock_path
 
@@ -54,16 +55,7 @@ def test_a_holder_on_another_host_counts_while_its_heartbeat_is_fresh(tmp_path):
 
 def _slow_tune(out):
     """A tune whose simulated measurements last 50 ms each, so that it is still running when looked at."""
-    code = ("import sys, time\n"
-            "from ncdoc.tuner.backends.sim import SimBackend\n"
-            "measure = SimBackend.measure\n"
-            "def slow(self, *a, **k):\n"
-            "    time.sleep(0.05)\n"
-            "    return measure(self, *a, **k)\n"
-            "SimBackend.measure = slow\n"
-            "from ncdoc.cli.main import main\n"
-            "sys.exit(main(sys.argv[1:]))\n")
-    return subprocess.Popen([sys.executable, "-c", code, "tune", "--preset", "h100-ib-2node", "--out", str(out),
+    return subprocess.Popen([sys.executable, "-c", SLOW_SIM_CLI, "tune", "--preset", "h100-ib-2node", "--out", str(out),
                              "--repeats", "1", "--trials", "200"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
 

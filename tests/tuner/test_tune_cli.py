@@ -10,6 +10,7 @@ import time
 import pytest
 
 from ncdoc.cli.main import main
+from tuner_toy import SLOW_SIM_CLI
 
 optuna = pytest.importorskip("optuna")
 
@@ -98,18 +99,7 @@ def test_sigkill_mid_study_then_resume_keeps_completed_and_requeues_running(tmp_
 def _interrupt_a_tune(out):
     """Start a tune, SIGINT it while a trial runs; (returncode, stdout, stderr)."""
     db = out / "study.journal"
-    # a simulated measurement takes milliseconds, so a whole tune can end between two looks at the study:
-    # each one is made to last a little (the interrupt must find trials running; how fast they are is no concern)
-    code = ("import sys, time\n"
-            "from ncdoc.tuner.backends.sim import SimBackend\n"
-            "measure = SimBackend.measure\n"
-            "def slow(self, *a, **k):\n"
-            "    time.sleep(0.05)\n"
-            "    return measure(self, *a, **k)\n"
-            "SimBackend.measure = slow\n"
-            "from ncdoc.cli.main import main\n"
-            "sys.exit(main(sys.argv[1:]))\n")
-    proc = subprocess.Popen([sys.executable, "-c", code, "tune", "--preset", "h100-roce-8node", "--out", str(out),
+    proc = subprocess.Popen([sys.executable, "-c", SLOW_SIM_CLI, "tune", "--preset", "h100-roce-8node", "--out", str(out),
                              "--repeats", "1", "--trials", "40"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
