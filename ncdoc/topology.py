@@ -246,7 +246,7 @@ def _from_matrix(snapshot: Snapshot) -> Topology:
             endpoints.append(Endpoint(lab, "gpu", gpu_names.get(idx, lab), None, numa[lab], idx))
     for lab in labels:
         if not _gpu_label(lab):
-            nic = lab[:3] == "NIC" and lab[3:].isdecimal()         # NIC(\d+)
+            nic = lab[:3] == "NIC" and lab[3:].isdecimal()         # NIC(\d{1,20}(?!\d))
             endpoints.append(Endpoint(lab, "nic", pm.nic_names.get(lab, lab), None, numa[lab],
                                       int(lab[3:]) if nic else ni))
             ni += 1

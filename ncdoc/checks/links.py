@@ -127,7 +127,7 @@ def _leading(s: str, ok) -> str:
 
 
 def _width(w: str | None) -> int | None:
-    digits = _leading(w or "", str.isdecimal)             # regex (\d+) at the start
+    digits = _leading(w or "", str.isdecimal)             # regex (\d{1,20}(?!\d)) at the start
     return int(digits) if digits else None
 
 

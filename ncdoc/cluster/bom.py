@@ -33,12 +33,12 @@ def _reference(table) -> dict:
 
 def result_entry(path: str) -> dict:
     """A benchmark result for the record: a `cluster test` JSON, or an nccl-tests output file."""
-    from ncdoc.startup.json_load import loads
+    from ncdoc.startup.json_load import load_data
     from ncdoc.readers.textfile import read_user_text as read_text
     text = read_text(path, "a benchmark result")
     if text.lstrip().startswith("{"):
         try:
-            data = loads(text)
+            data = load_data(text)
         except ValueError:
             raise InputError("not valid JSON", path=path) from None
         if isinstance(data, dict) and data.get("kind") == "ncdoc-cluster-test":
@@ -77,9 +77,9 @@ def record(facts, *, results=(), created: str | None = None) -> dict:
 
 def load(path: str) -> dict:
     from ncdoc.readers.textfile import read_user_text as read_text
-    from ncdoc.startup.json_load import loads
+    from ncdoc.startup.json_load import load_data
     try:
-        data = loads(read_text(path, "a bill of materials"))
+        data = load_data(read_text(path, "a bill of materials"))
     except ValueError as exc:
         raise InputError(f"not valid JSON ({getattr(exc, 'msg', exc)})", path=path) from None
     if not isinstance(data, dict) or data.get("kind") != KIND:

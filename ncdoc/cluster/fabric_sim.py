@@ -21,7 +21,6 @@ stand-in srun, mpirun and nccl-tests executables of the test suite read the same
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass, field
 
 from ncdoc.errors import InputError
@@ -62,40 +61,57 @@ class FabricSpec:
 
     @classmethod
     def from_dict(cls, data: dict, *, where: str = "fabric spec") -> "FabricSpec":
+        """A spec from its mapping, every value checked for its type and range (the spec may be anyone's
+        file: a node count of 10**9 or a fault factor of "x" is an InputError naming it, not a hang)."""
+        from ncdoc.cluster.nodes import MAX_NAMES, expand
+        from ncdoc.errors import shown
         if not isinstance(data, dict):
             raise InputError("a fabric spec must be a mapping", path=where)
-        unknown = set(data) - SPEC_KEYS
+        unknown = {str(k) for k in data} - SPEC_KEYS
         if unknown:
-            raise InputError(f"unknown key(s) {', '.join(sorted(unknown))} (known: {', '.join(sorted(SPEC_KEYS))})",
+            raise InputError(f"unknown key(s) {shown(', '.join(sorted(unknown)))} (known: {', '.join(sorted(SPEC_KEYS))})",
                              path=where)
+
+        def bad(what: str, value) -> InputError:
+            return InputError(f"{what}: {shown(value)} is not {_EXPECTED.get(what.rsplit('.', 1)[-1], 'valid')}",
+                              path=where)
+
         nodes = data.get("nodes", 8)
-        if isinstance(nodes, int):
+        if type(nodes) is int:
+            if not 1 <= nodes <= MAX_NAMES:
+                raise bad("nodes", nodes)
             width = max(2, len(str(nodes)))
             nodes = tuple(f"node{i:0{width}d}" for i in range(1, nodes + 1))
         elif isinstance(nodes, str):
-            from ncdoc.cluster.nodes import expand
             nodes = tuple(expand(nodes))
-        else:
+        elif isinstance(nodes, list) and len(nodes) <= MAX_NAMES and all(isinstance(n, (str, int)) for n in nodes):
             nodes = tuple(str(n) for n in nodes)
+        else:
+            raise bad("nodes", nodes)
+        raw_faults = data.get("faults") or {}
+        if not isinstance(raw_faults, dict):
+            raise bad("faults", raw_faults)
         faults = {}
-        for node, f in (data.get("faults") or {}).items():
-            if not isinstance(f, dict) or set(f) - FAULT_KEYS:
-                raise InputError(f"fault of {node}: keys must be among {', '.join(sorted(FAULT_KEYS))}", path=where)
-            f = dict(f)
+        for node, f in raw_faults.items():
+            if not isinstance(f, dict) or {str(k) for k in f} - FAULT_KEYS:
+                raise InputError(f"fault of {shown(node)}: keys must be among {', '.join(sorted(FAULT_KEYS))}",
+                                 path=where)
+            f = {k: _checked(f"faults.{node}.{k}", v, bad) for k, v in f.items()}
             f["ignore_env"] = tuple(f.get("ignore_env") or ())
             faults[str(node)] = NodeFault(**f)
-        kw = {k: data[k] for k in ("gpus_per_node", "nic_gbps", "gpu", "nccl_version", "nvlink_busbw", "seed", "noise")
-              if k in data}
+        kw = {k: _checked(k, data[k], bad)
+              for k in ("gpus_per_node", "nic_gbps", "gpu", "nccl_version", "nvlink_busbw", "seed", "noise") if k in data}
         if "rails" in data:
-            kw["rails"] = tuple(data["rails"])
+            kw["rails"] = tuple(_checked("rails", data["rails"], bad))
         return cls(nodes=nodes, faults=faults, **kw)
 
     @classmethod
     def load(cls, path: str) -> "FabricSpec":
         from ncdoc.readers.textfile import read_user_text as read_text
+        from ncdoc.startup.json_load import load_data
         text = read_text(path, "a fabric spec")
         try:
-            data = json.loads(text) if path.endswith(".json") else _yaml(text)
+            data = load_data(text) if path.endswith(".json") else _yaml(text, path)
         except ValueError as exc:
             raise InputError(f"cannot parse ({exc})", path=path) from None
         return cls.from_dict(data, where=path)
@@ -111,12 +127,45 @@ class FabricSpec:
         return self.faults.get(node) or NodeFault()
 
 
-def _yaml(text: str):
-    import yaml
-    try:
-        return yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        raise ValueError(str(exc)) from None
+_FACTOR = ("net", "nvlink", "flap", "flap_factor", "nic_gbps", "nvlink_busbw", "noise")
+_EXPECTED = {"nodes": "a node count (1 or more), a hostlist or a list of names", "faults": "a mapping of nodes",
+             "gpus_per_node": "a whole number from 1 to 1024", "seed": "a whole number",
+             "gdr": "true or false", "down": "true or false", "rails": "a list of NIC names (or NIC: factor)",
+             "ignore_env": "a list of variable names", "agent": "text", "perf": "text", "gpu": "text",
+             "nccl_version": "text", **{k: "a finite number, 0 or more" for k in _FACTOR}}
+
+
+def _checked(key: str, value, bad):
+    """`value` for spec key `key` (a top-level or fault key, "faults.<node>." in front) when its type and
+    range fit, else bad(key, value)."""
+    name = key.rsplit(".", 1)[-1]
+    if name in _FACTOR:
+        ok = type(value) in (int, float) and value - value == 0 and 0 <= value < 1e9
+    elif name == "gpus_per_node":
+        ok = type(value) is int and 1 <= value <= 1024
+    elif name == "seed":
+        ok = type(value) is int and abs(value) < 1 << 63
+    elif name in ("gdr", "down"):
+        ok = type(value) is bool
+    elif name in ("agent", "perf", "gpu", "nccl_version"):
+        ok = isinstance(value, str) and len(value) <= 200
+    elif name == "ignore_env":
+        ok = isinstance(value, list) and all(isinstance(x, str) for x in value)
+    elif name == "rails" and key == "rails":
+        ok = isinstance(value, list) and 0 < len(value) <= 1024 and all(isinstance(x, str) for x in value)
+    elif name == "rails":
+        ok = isinstance(value, dict) and all(isinstance(k, str) and type(v) in (int, float) and v - v == 0
+                                             and 0 <= v < 1e9 for k, v in value.items())
+    else:
+        ok = False
+    if not ok:
+        raise bad(key, value)
+    return value
+
+
+def _yaml(text: str, path: str):
+    from ncdoc.readers.yaml_lines import load_plain     # screened and bounded (aliases, depth, numbers)
+    return load_plain(text, path)
 
 
 def _unit(*parts) -> float:

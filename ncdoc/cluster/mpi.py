@@ -26,8 +26,8 @@ from ncdoc.cluster.nodes import expand, read_hostfile, unique, within
 from ncdoc.errors import UsageError
 
 FLAVOURS = ("openmpi", "hydra", "intel")
-_OMPI_TAG = re.compile(r"^\[(?:[^\]]*,)?(\d+)\]<(stdout|stderr)>: ?(.*)$")
-_RANK_TAG = re.compile(r"^\[(\d+)\] ?(.*)$")
+_OMPI_TAG = re.compile(r"^\[(?:[^\]]*,)?(\d{1,20}(?!\d))\]<(stdout|stderr)>: ?(.*)$")
+_RANK_TAG = re.compile(r"^\[(\d{1,20}(?!\d))\] ?(.*)$")
 
 
 def detect_flavour(mpirun: str, environ=None) -> str:

@@ -13,7 +13,10 @@ from __future__ import annotations
 
 import re
 
-from ncdoc.errors import InputError, UsageError
+from ncdoc.errors import InputError, UsageError, shown
+from ncdoc.readers.numbers import is_digits
+
+MAX_NAMES = 100_000          # names one list may expand to: more is a typo, not a cluster
 
 _RANGE = re.compile(r"\[([^\[\]]*)\]")
 _NAME = re.compile(r"[A-Za-z0-9_.\-]+\Z")
@@ -28,14 +31,14 @@ def _split_top(text: str) -> list[str]:
         elif ch == "]":
             depth -= 1
             if depth < 0:
-                raise UsageError(f"hostlist {text!r}: ']' without '['")
+                raise UsageError(f"hostlist {shown(text)}: ']' without '['")
         if ch == "," and depth == 0:
             out.append("".join(cur))
             cur = []
         else:
             cur.append(ch)
     if depth:
-        raise UsageError(f"hostlist {text!r}: '[' without ']'")
+        raise UsageError(f"hostlist {shown(text)}: '[' without ']'")
     out.append("".join(cur))
     return [s.strip() for s in out if s.strip()]
 
@@ -45,18 +48,20 @@ def _range_values(body: str, expr: str) -> list[str]:
     for part in body.split(","):
         part = part.strip()
         lo, dash, hi = part.partition("-")
-        if not lo.isdigit() or (dash and not hi.isdigit()):
-            raise UsageError(f"hostlist {expr!r}: {part!r} is not a number or a range like 01-08")
+        if not is_digits(lo) or (dash and not is_digits(hi)):
+            raise UsageError(f"hostlist {shown(expr)}: {shown(part)} is not a number or a range like 01-08")
         if not dash:
             values.append(lo)
             continue
         a, b = int(lo), int(hi)
         if b < a:
-            raise UsageError(f"hostlist {expr!r}: range {part} runs backwards")
+            raise UsageError(f"hostlist {shown(expr)}: range {part} runs backwards")
         if b - a > 100000:
-            raise UsageError(f"hostlist {expr!r}: range {part} is implausibly large")
+            raise UsageError(f"hostlist {shown(expr)}: range {part} is implausibly large")
         width = len(lo) if lo.startswith("0") else 0
         values.extend(str(i).zfill(width) for i in range(a, b + 1))
+        if len(values) > MAX_NAMES:
+            raise UsageError(f"hostlist {shown(expr)} expands to more than {MAX_NAMES} names")
     return values
 
 
@@ -76,17 +81,19 @@ def expand(expr: str) -> list[str]:
                 changed = True
                 for v in _range_values(m.group(1), expr):
                     nxt.append(p[:m.start()] + v + p[m.end():])
+                if len(nxt) + len(names) > MAX_NAMES:
+                    raise UsageError(f"hostlist {shown(expr)} expands to more than {MAX_NAMES} names")
             parts = nxt
             if not changed:
                 break
         for p in parts:
             if not _NAME.match(p):
-                raise UsageError(f"hostlist {expr!r}: {p!r} is not a host name")
+                raise UsageError(f"hostlist {shown(expr)}: {shown(p)} is not a host name")
         names.extend(parts)
     return names
 
 
-_TAIL = re.compile(r"(.*?)(\d+)\Z")
+_TAIL = re.compile(r"(.*?)(\d{1,20}(?!\d))\Z")
 
 
 def compress(names) -> str:
@@ -156,21 +163,22 @@ def read_hostfile(path: str) -> list[tuple[str, int | None]]:
         host, slots = fields[0], None
         if ":" in host:
             host, _, n = host.partition(":")
-            if not n.isdigit():
-                raise InputError(f"{fields[0]!r}: the slot count after ':' is not a number", path=path, line=lineno)
+            if not is_digits(n, 9):
+                raise InputError(f"{shown(fields[0])}: the slot count after ':' is not a number", path=path,
+                                 line=lineno)
             slots = int(n)
         for f in fields[1:]:
             key, eq, val = f.partition("=")
             if key in ("slots", "max_slots", "max-slots") and eq:
-                if not val.isdigit():
-                    raise InputError(f"{f!r}: slots must be a number", path=path, line=lineno)
+                if not is_digits(val, 9):
+                    raise InputError(f"{shown(f)}: slots must be a number", path=path, line=lineno)
                 if key == "slots":
                     slots = int(val)
             else:
-                raise InputError(f"{f!r} is not an Open MPI (slots=N) or MPICH (host:N) hostfile field",
+                raise InputError(f"{shown(f)} is not an Open MPI (slots=N) or MPICH (host:N) hostfile field",
                                  path=path, line=lineno)
         if not _NAME.match(host):
-            raise InputError(f"{host!r} is not a host name", path=path, line=lineno)
+            raise InputError(f"{shown(host)} is not a host name", path=path, line=lineno)
         if any(h == host for h, _ in out):
             raise InputError(f"{host} is listed twice", path=path, line=lineno)
         out.append((host, slots))

@@ -23,7 +23,7 @@ from ncdoc.cluster.launch import (Job, JobRun, Launcher, Marks, NodeRun, find_to
 from ncdoc.cluster.nodes import compress, expand, read_hostfile, unique, within
 from ncdoc.errors import UsageError
 
-_LABEL = re.compile(r"^\s*(\d+): ?(.*)$")
+_LABEL = re.compile(r"^\s*(\d{1,20}(?!\d)): ?(.*)$")
 _TASK_ERROR = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.*)$")
 _NODE_FAIL = re.compile(r"^srun: error: Node failure on (\S+)")
 

@@ -87,9 +87,9 @@ def _read_structured(path: str):
     path = str(path)
     text = read_user_text(path, "a policy pack or config", empty_ok=True)   # an empty config sets nothing
     if path.endswith(".json"):
-        from ncdoc.startup.json_load import loads
+        from ncdoc.startup.json_load import load_data
         try:
-            return loads(text)
+            return load_data(text)
         except ValueError as exc:
             raise InputError(f"not valid JSON ({exc})", path=path) from None
     if path.endswith(".toml"):
@@ -97,12 +97,19 @@ def _read_structured(path: str):
             import tomllib
         except ModuleNotFoundError:      # Python 3.10: the backport, same API
             import tomli as tomllib
+        from ncdoc.startup.json_load import bounded
         try:
-            return tomllib.loads(text)
+            # bounded: the same depth and number limits as JSON (tomllib recurses into nesting and
+            # converts any number of digits)
+            return bounded(tomllib.loads(text), "the TOML")
         except tomllib.TOMLDecodeError as exc:
             import re
-            m = re.search(r"line (\d+)", str(exc))
+            m = re.search(r"line (\d{1,9})", str(exc))
             raise InputError(f"not valid TOML ({exc})", path=path, line=int(m.group(1)) if m else None) from None
+        except RecursionError:
+            raise InputError("not valid TOML (nested too deeply)", path=path) from None
+        except ValueError as exc:      # a number of more than 4300 digits, or the depth limit
+            raise InputError(f"not valid TOML ({str(exc)[:200]})", path=path) from None
     from ncdoc.readers.yaml_lines import load_yaml
     return load_yaml(text, path)
 

@@ -5,6 +5,13 @@ Formats: `sh` (export lines, every value shell-quoted, what `nccl.env` holds), `
 `env:` list) and `json`. Each format either represents a value exactly or refuses it with
 the variable's name: a value that would arrive changed is worse than no file.
 
+Comments (why each variable is set, notes, headers) quote names from the node: HCA, interface and
+hypervisor names, a study's name. Those come from other people's machines, and a newline in one
+would end the comment and make the rest a command run by `. ./nccl.env`. So every comment is one
+line in every format: control characters and line separators are written as escapes (`\n`,
+`\x1b`, `\u2028`), and in nccl.conf '=' is written " is " (NCCL before 2.26 reads a '#' line
+holding '=' as a variable).
+
 Files are written atomically (temp file in the same folder, then os.replace), so a reader
 never sees half a file, even when the writer is killed.
 """
@@ -49,10 +56,31 @@ def _check(values: Mapping[str, str]) -> None:
             raise InputError(f"{name}: value contains a NUL byte, which an environment cannot hold")
 
 
+# What would end or bend a comment line: C0 controls (tab kept), DEL, C1 controls (U+0085 is a YAML line
+# break), the Unicode line and paragraph separators; written as the escapes Python would print.
+_COMMENT_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c != 0x09}
+_COMMENT_ESCAPES.update({0x0a: "\\n", 0x0d: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029", 0xfeff: "\\ufeff"})
+
+
+def comment_safe(text) -> str:
+    """`text` as the body of one comment line: nothing in it can end the line or hide in it."""
+    text = str(text)
+    return text.translate(_COMMENT_ESCAPES)
+
+
+def comment_lines(texts, fmt: str) -> list[str]:
+    """Each text of `texts` as one comment line of format `fmt` ("# ..."; nccl.conf without '=')."""
+    out = []
+    for text in texts:
+        body = comment_safe(text)
+        if fmt == "nccl.conf":
+            body = body.replace("=", " is ")
+        out.append(f"# {body}" if body else "#")
+    return out
+
+
 def _comment_lines(text: str | None) -> list[str]:
-    if not text:
-        return []
-    return ["# " + line if line else "#" for line in text.splitlines()]
+    return comment_lines([text], "sh") if text else []
 
 
 def _sh(values: Mapping[str, str], comments: Mapping[str, str]) -> list[str]:
@@ -90,7 +118,7 @@ def _nccl_conf(values: Mapping[str, str], comments: Mapping[str, str]) -> list[s
                              f"{_NCCL_CONF_MAX} characters")
         # Comments only where NCCL reads them as such: lines starting with '#' (2.26+); older
         # releases skip them anyway because they hold no '='... unless the comment has one.
-        out += [c.replace("=", " is ") for c in _comment_lines(comments.get(name))]
+        out += comment_lines([comments[name]] if comments.get(name) else [], "nccl.conf")
         out.append(f"{name}={value}")
     return out
 

@@ -199,7 +199,7 @@ def _virtual_topology_hint(snapshot: Snapshot) -> str | None:
 
 def render(generated: GeneratedEnv, fmt: str) -> str:
     """The env in `fmt` (sh, dotenv, nccl.conf, slurm, k8s, json), each variable with its reason."""
-    from ncdoc.envfiles.formats import render_env
+    from ncdoc.envfiles.formats import comment_lines, render_env
     text = render_env(generated.values(), fmt, comments=generated.comments())
     if generated.notes and fmt == "json":
         import json
@@ -207,5 +207,5 @@ def render(generated: GeneratedEnv, fmt: str) -> str:
         data["notes"] = list(generated.notes)
         text = json.dumps(data, indent=2) + "\n"
     elif generated.notes and fmt != "k8s":
-        text = "".join(f"# NOTE: {n}\n" for n in generated.notes) + text
+        text = "".join(line + "\n" for line in comment_lines([f"NOTE: {n}" for n in generated.notes], fmt)) + text
     return text

@@ -23,12 +23,12 @@ from ncdoc.evidence.citation import Citation, CitationBook
 from ncdoc.evidence.wrappers import strip_wrappers
 
 _MEMLOCK = re.compile(r"^max locked memory\s+\(kbytes, -l\)\s+(\S+)")
-_NVML_FAIL = re.compile(r"Failed to initialize NVML: (.+?)\s*$")
+_NVML_FAIL = re.compile(r"Failed to initialize NVML: (.*\S|.)\s*$")
 _NVML_LIB = re.compile(r"NVML library version: (\d+(?:\.\d+)+)")
 _NVRM = re.compile(r"NVRM version: NVIDIA UNIX (?:Open )?(?:\S+ )?Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
 _SMI_HEAD = re.compile(r"NVIDIA-SMI (\d+(?:\.\d+)+)\s+Driver Version: (\d+(?:\.\d+)+)(?:\s+CUDA Version: (\d+\.\d+))?")
-_SMI_FAILED = re.compile(r"NVIDIA-SMI has failed because (.+?)\s*$")
-_SMI_RC = re.compile(r"nvidia-smi failed with return code (\d+)")
+_SMI_FAILED = re.compile(r"NVIDIA-SMI has failed because (.*\S|.)\s*$")
+_SMI_RC = re.compile(r"nvidia-smi failed with return code (\d{1,20}(?!\d))")
 _DPKG = re.compile(r"^[a-z][a-zA-Z]\s+((?:lib)?nvidia[\w.+\-]*|cuda-drivers[\w.+\-]*|nvidia-smi)(?::\w+)?\s+"
                    r"(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
 _API_MISMATCH = re.compile(r"NVRM: API mismatch: the client has the version (\d+(?:\.\d+)+), but\s+(?:NVRM: )?this "
@@ -42,8 +42,9 @@ _ENOMEM = re.compile(r"(ibv_\w+|[Cc]ouldn't (?:register|create|allocate) \w+|Una
 # PyTorch's own words for the driver and the GPU (torch/cuda/__init__.py): "The NVIDIA driver on your system is too old
 # (found version 11040)", "<GPU> with CUDA capability sm_120 is not compatible with the current PyTorch installation.
 # The current PyTorch install supports CUDA capabilities sm_50 sm_60 ... sm_90."
-_TORCH_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d+)\)")
-_TORCH_ARCH = re.compile(r"(\S.*?) with CUDA capability sm_(\d+) is not compatible with the current PyTorch installation")
+_TORCH_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d{1,20}(?!\d))\)")
+# led by its literal; the GPU's name is the text before it (a leading "(\S.*?)" is retried from every character)
+_TORCH_ARCH = re.compile(r" with CUDA capability sm_(\d{1,20}(?!\d)) is not compatible with the current PyTorch installation")
 _TORCH_SUPPORTS = re.compile(r"supports CUDA capabilities ((?:sm_\d+\s*)+)")
 _INSUFFICIENT = "CUDA driver version is insufficient for CUDA runtime version"
 
@@ -186,7 +187,7 @@ def parse_host_numbered(numbered: Iterable[tuple[int, str]], source: str = "") -
             f["insufficient_driver"] = True         # NCCL's and nccl-tests' own lines are read by their parsers
             book.add("driver_too_old", n, text)
         elif (m := _TORCH_ARCH.search(s)):
-            f["gpu_name"], f["gpu_sm"] = m.group(1).strip().rsplit(" with", 1)[0], m.group(2)
+            f["gpu_name"], f["gpu_sm"] = s[:m.start()].strip().rsplit(" with", 1)[0], m.group(1)
             book.add("gpu_arch", n, text)
             sup = _TORCH_SUPPORTS.search(s)
             if sup:

@@ -9,11 +9,11 @@ one and both are kept, so a rule can say which setting was silently shadowed.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any, Iterable
 
+from ncdoc.startup.json_load import load_data
 from ncdoc.evidence.launch_env_collector import ASSIGN, NAME_RE, Collector
 from ncdoc.evidence.launch_env_model import RELEVANT_PREFIXES, LaunchEntry, LaunchEnv, PassThrough, relevant
 from ncdoc.evidence.launch_env_shell import ShellReader
@@ -76,8 +76,8 @@ def parse_launch_env_file(path: str | Path) -> LaunchEnv:
 
 def _json(text: str, reader: Collector) -> bool:
     try:
-        data = json.loads(text)
-    except (ValueError, RecursionError):
+        data = load_data(text)
+    except ValueError:
         return False
     lines = text.splitlines()
 

@@ -16,7 +16,7 @@ from ncdoc.evidence.launch_env_collector import ASSIGN, NAME, NAME_RE, Collector
 from ncdoc.evidence.launch_env_model import relevant
 
 _K8S_NAME = re.compile(rf"""^\s*(?:-\s*)?name:\s*["']?({NAME})["']?\s*$""")
-_K8S_VALUE = re.compile(r"""^\s*(value|valueFrom):\s*(.*?)\s*$""")
+_K8S_VALUE = re.compile(r"""^\s*(value|valueFrom):\s*(.*\S|)\s*$""")
 _MAPPING = re.compile(rf"""(?<![A-Za-z0-9_])["']?({NAME})["']?\s*:\s*"""
                       rf"""("[^"]*"|'[^']*'|[^,{{}}\[\]#\s][^,}}#]*?)\s*(?=,|}}|#|$)""")
 _LIST_ITEM = re.compile(rf"""^\s*-\s*["']?({NAME})=(.*)$""")

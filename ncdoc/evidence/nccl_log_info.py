@@ -19,7 +19,7 @@ from ncdoc.evidence.nccl_log_net import (
 from ncdoc.evidence.nccl_log_state import CommTally, RankTally, ScanState
 from ncdoc.evidence.wrappers import drop_repeat_suffix
 
-_CROSS_NIC = re.compile(r"crossNic (\d+)")
+_CROSS_NIC = re.compile(r"crossNic (\d{1,20}(?!\d))")
 MAX_SMALL = 64            # small sets: ranks and directions without GDR
 
 

@@ -235,7 +235,7 @@ def _gdr(st: ScanState, version: str | None, transport: str | None) -> GdrFacts:
 
 
 def _name_distance(reason: str, version: str | None) -> str:
-    m = re.match(r"distance (\d+) > (\d+)$", reason)
+    m = re.match(r"distance (\d{1,20}(?!\d)) > (\d{1,20}(?!\d))$", reason)
     if not m:
         return reason
     a, b = P.path_name(int(m.group(1)), version), P.path_name(int(m.group(2)), version)

@@ -77,8 +77,8 @@ VIA = re.compile(rb" via ((?:NET|COLLNET)/[^/\r\n]{1,40}/\d[^ \r\n]*|(?:NET|P2P|
                  rb"direct shared memory)")
 # The same lines in full, read only in blocks where NET channels mix GDR and non-GDR.
 NET_CHANNEL = re.compile(
-    rb"(?:Channel|Ring) \d+(?:/\d+)? : (\d+)(?:\[\w+\])? -> (\d+)(?:\[\w+\])? \[(send|receive)\] "
-    rb"via NET/([^/\r\n]{1,40}?)/(\d+)([^ \r\n]*)")
+    rb"(?:Channel|Ring) \d+(?:/\d+)? : (\d{1,20}(?!\d))(?:\[\w+\])? -> (\d{1,20}(?!\d))(?:\[\w+\])? \[(send|receive)\] "
+    rb"via NET/([^/\r\n]{1,40}?)/(\d{1,20}(?!\d))([^ \r\n]*)")
 # Lines following a framework "NCCL error" line that say which error and why.
 FOLLOW_UP = 6
 def untag(line: str) -> str:
@@ -89,7 +89,7 @@ def untag(line: str) -> str:
 # ---------------------------------------------------------------- the line prefix
 
 _ID = re.compile(r"^[A-Za-z0-9_.\-]+(?::[\w\-]+){0,2}$")
-_SRC_FILE = re.compile(r"^[\w./+-]+\.(?:cc|cu|c|h|cpp|hpp|cxx|py):(\d+)$")
+_SRC_FILE = re.compile(r"^[\w./+-]+\.(?:cc|cu|c|h|cpp|hpp|cxx|py):(\d{1,20}(?!\d))$")
 # Net plugins log through NCCL's logger with their function name where NCCL puts its file
 # (aws-ofi-nccl: "host:pid:tid [0] ofi_process_cq:1039 NCCL WARN NET/OFI ..."): read after a [dev] only.
 _FUNC_LINE = re.compile(r"^[A-Za-z_]\w*:\d+$")
@@ -167,32 +167,32 @@ def parse_prefix_long(pre: str) -> Prefix:
 # ---------------------------------------------------------------- message parsers (str)
 
 VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)([^\s+,]*)(?:\+cuda([\d.]*\d))?")
-ENV = re.compile(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*?)\s*$")
+ENV = re.compile(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*\S|)\s*$")
 # Names start at a word boundary (the lookbehind): a long run of name characters is tried once, not
 # once per character.
-IFACE = re.compile(r"(?:\[\d+\])?(?<![A-Za-z0-9_.@\-])([A-Za-z0-9_.@\-]+):(\S+?)<(\d+)>")
-IB_DEV = re.compile(r"\[(\d+)\] ?([\w.\-]+):(\d+)(?::-?\d*){0,2}/(\w+)")
-IB_DEV_DETAIL = re.compile(r"^NET/IB ?: ?\[(\d+)\] ([\w.\-]+):[\w\-]*:(\d+)/(\w+).*?\bspeed=(\d+)")
-IB_VDEV = re.compile(r"Made virtual device \[(\d+)\] name=([\w.\-]+) speed=(\d+)")
-IB_QP = re.compile(r"qp_num \d+ mtu (\d+)(?: (?:GID (\d+)|LID \d+))?")
-GDR_DISTANCE = re.compile(r"distance (\d+) ?(<=|>=|<|>) ?(\d+)")
+IFACE = re.compile(r"(?:\[\d+\])?(?<![A-Za-z0-9_.@\-])([A-Za-z0-9_.@\-]+):(\S+?)<(\d{1,20}(?!\d))>")
+IB_DEV = re.compile(r"\[(\d{1,20}(?!\d))\] ?([\w.\-]+):(\d{1,20}(?!\d))(?::-?\d*){0,2}/(\w+)")
+IB_DEV_DETAIL = re.compile(r"^NET/IB ?: ?\[(\d{1,20}(?!\d))\] ([\w.\-]+):[\w\-]*:(\d{1,20}(?!\d))/(\w+).*?\bspeed=(\d{1,20}(?!\d))")
+IB_VDEV = re.compile(r"Made virtual device \[(\d{1,20}(?!\d))\] name=([\w.\-]+) speed=(\d{1,20}(?!\d))")
+IB_QP = re.compile(r"qp_num \d+ mtu (\d{1,20}(?!\d))(?: (?:GID (\d{1,20}(?!\d))|LID \d+))?")
+GDR_DISTANCE = re.compile(r"distance (\d{1,20}(?!\d)) ?(<=|>=|<|>) ?(\d{1,20}(?!\d))")
 # "for HCA 0 'mlx5_0'"; net plugins print the name without its closing quote ("for HCA 0 'mlx5_0")
 GDR_HCA = re.compile(r"HCA (\w+)(?: '([^'\s]*)'?)?")
 # "GPU Direct RDMA Enabled", and the plugins' "GPU Direct RDMA (DMABUF) enabled" / "(nvidia-peermem) enabled"
 GDR_ON = re.compile(r"GPU Direct RDMA (?:\(([\w-]{1,20})\) )?[Ee]nabled")
-COMM = re.compile(r"comm (0x[0-9a-fA-F]+|\(nil\)) rank (\d+) n[Rr]anks (\d+)")
+COMM = re.compile(r"comm (0x[0-9a-fA-F]+|\(nil\)) rank (\d{1,20}(?!\d)) n[Rr]anks (\d{1,20}(?!\d))")
 COMM_ID = re.compile(r"commId (0x[0-9a-fA-F]+)")
-COMM_NODES = re.compile(r"nNodes (\d+) localRanks (\d+)")
-CHANNEL_SUMMARY = re.compile(r"^(\d+) coll channels, (?:(\d+) collnet channels, )?(?:(\d+) nvls channels, )?"
-                             r"(\d+) p2p channels")
-RING_LIST = re.compile(r"^Channel (\d+)/(\d+) :")
+COMM_NODES = re.compile(r"nNodes (\d{1,20}(?!\d)) localRanks (\d{1,20}(?!\d))")
+CHANNEL_SUMMARY = re.compile(r"^(\d{1,20}(?!\d)) coll channels, (?:(\d{1,20}(?!\d)) collnet channels, )?(?:(\d{1,20}(?!\d)) nvls channels, )?"
+                             r"(\d{1,20}(?!\d)) p2p channels")
+RING_LIST = re.compile(r"^Channel (\d{1,20}(?!\d))/(\d{1,20}(?!\d)) :")
 RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
-ALGO_PICK = re.compile(r"^(?:(\w+): )?(\d+) Bytes -> Algo (\w+) proto (\w+)")
-PLUGIN_LOADED = re.compile(r"Loaded (net|coll|collnet) plugin (.+?) \(v(\d+)\)")
-OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\S+?)(?:,| \(found (\d+) nics?\)|$)")
+ALGO_PICK = re.compile(r"^(?:(\w+): )?(\d{1,20}(?!\d)) Bytes -> Algo (\w+) proto (\w+)")
+PLUGIN_LOADED = re.compile(r"Loaded (net|coll|collnet) plugin (.+?) \(v(\d{1,20}(?!\d))\)")
+OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\S+?)(?:,| \(found (\d{1,20}(?!\d)) nics?\)|$)")
 OFI_VERSION = re.compile(r"Using aws-ofi-nccl ([\w.\-]+)")
 OLD_IFACES = re.compile(r"IP Interfaces : (.*)$")
-CUDA_DRIVER = re.compile(r"cudaDriverVersion (\d+)")
+CUDA_DRIVER = re.compile(r"cudaDriverVersion (\d{1,20}(?!\d))")
 
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")

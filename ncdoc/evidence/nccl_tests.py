@@ -43,9 +43,9 @@ def parse_nccl_tests_file(path: str | Path) -> NcclTestsFacts:
     text = read_user_text(path, "nccl-tests output")
     head = text.lstrip()
     if head.startswith("{"):
-        import json
+        from ncdoc.startup.json_load import load_data
         try:
-            data = json.loads(head)
+            data = load_data(head)
         except ValueError as exc:
             raise InputError(f"not valid JSON ({exc})", path=str(path)) from None
         return parse_nccl_tests_json(data, str(path))

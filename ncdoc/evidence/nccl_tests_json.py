@@ -9,9 +9,10 @@ out_of_bounds{count, okay}, average_bus_bandwidth{bandwidth, okay}, errors[], en
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from ncdoc.readers.numbers import float_or_none
+from ncdoc.startup.json_load import load_data
 from ncdoc.evidence.citation import CitationBook
 from ncdoc.evidence.nccl_tests_derive import collective_name, derive, nccl_version_from_code
 from ncdoc.evidence.nccl_tests_model import Device, GroupResult, NcclTestsFacts, Row
@@ -20,14 +21,14 @@ _KEEP_ENV = ("NCCL_", "UCX_", "FI_", "CUDA_VISIBLE_DEVICES", "OMPI_MCA_", "NVSHM
 
 
 def _num(v: Any) -> float | None:
+    """A finite number from a JSON value (a number or its text); None for anything else."""
     if isinstance(v, bool) or v is None:
         return None
-    if isinstance(v, (int, float)):
-        return float(v)
-    try:
-        return float(str(v).strip())
-    except ValueError:
-        return None
+    if isinstance(v, int):
+        return float(v) if -(1 << 64) < v < (1 << 64) else None
+    if isinstance(v, float):
+        return v if v - v == 0 else None
+    return float_or_none(str(v).strip())
 
 
 def _int(v: Any) -> int | None:
@@ -49,7 +50,7 @@ def _group(g: Any, per_iter: Any) -> GroupResult | None:
 def facts_from_json(data: str | dict, source: str = "") -> NcclTestsFacts:
     if isinstance(data, str):
         try:
-            data = json.loads(data)
+            data = load_data(data)
         except ValueError:
             data = {}
     if not isinstance(data, dict):

@@ -22,20 +22,20 @@ MAX_FAILURES = 32          # failure lines kept; every process prints its own, u
 
 # pdsh/clush put "host: " before every line (launcher, shipper and viewer prefixes: evidence/wrappers.py)
 _HOST_TAG = re.compile(r"[\w.\-]+: (?=#|\s*\d)")
-_VERSION = re.compile(r"nccl-tests version (\S+)(?: nccl-headers=(\d+))?(?: nccl-library=(\d+))?")
+_VERSION = re.compile(r"nccl-tests version (\S+)(?: nccl-headers=(\d{1,20}(?!\d)))?(?: nccl-library=(\d{1,20}(?!\d)))?")
 _START = re.compile(r"Collective test (starting|concluded): (\S+)")
-_CONFIG = re.compile(r"nThread (\d+) nGpus (\d+) minBytes (\d+) maxBytes (\d+)(?: step: (\d+)\((factor|bytes)\))?"
-                     r"(?: warmup iters: (\d+))?(?: iters: (\d+))?(?: agg iters: (\d+))?(?: validation: (\d+))?"
-                     r"(?: graph: (\d+))?(?: unalign: (\d+))?")
-_DEVICE = re.compile(r"^#\s*Rank\s+(\d+)(?:\s+Group\s+(\d+))?\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)"
+_CONFIG = re.compile(r"nThread (\d{1,20}(?!\d)) nGpus (\d{1,20}(?!\d)) minBytes (\d{1,20}(?!\d)) maxBytes (\d{1,20}(?!\d))(?: step: (\d{1,20}(?!\d))\((factor|bytes)\))?"
+                     r"(?: warmup iters: (\d{1,20}(?!\d)))?(?: iters: (\d{1,20}(?!\d)))?(?: agg iters: (\d{1,20}(?!\d)))?(?: validation: (\d{1,20}(?!\d)))?"
+                     r"(?: graph: (\d{1,20}(?!\d)))?(?: unalign: (\d{1,20}(?!\d)))?")
+_DEVICE = re.compile(r"^#\s*Rank\s+(\d{1,20}(?!\d))(?:\s+Group\s+(\d{1,20}(?!\d)))?\s+Pid\s+(\d{1,20}(?!\d))\s+on\s+(\S+)\s+device\s+(\d{1,20}(?!\d))"
                      r"(?:\s+\[([^\]]*)\])?\s*(.*)$")
 _DEVICE_START = re.compile(r"^#\s*Rank\s+\d+")
 # nccl-tests' comment lines that a markdown renderer turns into headings, dropping the "#"
 _HASHLESS = re.compile(r"(?:nThread \d+ nGpus|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+ on |Using devices$|"
                        r"Out of bounds values\s*:|Avg bus bandwidth\s*:|Collective test (?:starting|concluded)|"
                        r"nccl-tests version )")
-_ROW = re.compile(r"^\s*(\d+)\s+(\d+)\s+([A-Za-z_]\w*)(.*)$")
-_OOB = re.compile(r"Out of bounds values\s*:\s*(\d+)\s*(OK|FAILED)?")
+_ROW = re.compile(r"^\s*(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+([A-Za-z_]\w*)(.*)$")
+_OOB = re.compile(r"Out of bounds values\s*:\s*(\d{1,20}(?!\d))\s*(OK|FAILED)?")
 _AVG = re.compile(r"Avg bus bandwidth\s*:\s*([-+\d.eE]+|nan|inf)")
 _DATE, _TIME = re.compile(r"^\d{4}-\d\d-\d\d$"), re.compile(r"^\d\d:\d\d:\d\d$")
 # "%6.0le" of old outputs; a large #wrong printed by "%6g" has a decimal point ("1.04858e+06") or a positive
@@ -211,9 +211,10 @@ class TextParser:
         elif "Avg bus bandwidth" in s:
             f["summaries"] += 1
             m = _AVG.search(s)
-            if m and number(m.group(1)) is not None:
-                f["avg"].append(float(m.group(1)))
-                f.setdefault("avg_runs", {})[self.run] = float(m.group(1))
+            avg = number(m.group(1)) if m else None
+            if avg is not None:
+                f["avg"].append(avg)
+                f.setdefault("avg_runs", {})[self.run] = avg
             self.book.add("summary", n, text)
             self.in_table = False
         elif s.startswith("# error:"):
@@ -299,8 +300,11 @@ def _group(toks: list[str], width: int) -> GroupResult | None:
 # (NCCL >= 2.13; '%s' before), TESTCHECK " .. %s pid %d: Test failure %s:%d". getHostName cuts the name at
 # its first dot, so a host holds no ':'; searched, not matched, so a launcher prefix in front does not matter.
 # nccl-tests before 2.x printed "NCCL failure common.cu:874 'unhandled system error'": no host, no "Test"
-_CHECK_FAIL = re.compile(r"(?:([^\s:]+): )?(?:Test )?(CUDA|Cuda|NCCL) failure (\S+?\.cu):(\d+) '(.*?)'?\s*$")
-_TEST_FAIL = re.compile(r"\.\. (\S+) pid (\d+): Test failure (\S+?):(\d+)\s*$")
+# Led by its literal (a leading optional "host: " group would be retried from every character of a long
+# token); the host and "Test " are read from the text before it, the message's closing quote after.
+_CHECK_FAIL = re.compile(r"(CUDA|Cuda|NCCL) failure (\S+?\.cu):(\d{1,20}(?!\d)) '(.*)$")
+_CHECK_HOST = re.compile(r"([^\s:]+): (?:Test )?$")
+_TEST_FAIL = re.compile(r"\.\. (\S+) pid (\d{1,20}(?!\d)): Test failure (\S+?):(\d{1,20}(?!\d))\s*$")
 
 
 def parse_failure(text: str, line: int = 0) -> Failure | None:
@@ -314,7 +318,10 @@ def parse_failure(text: str, line: int = 0) -> Failure | None:
     m = _CHECK_FAIL.search(text)
     if m is None:
         return None
-    host, lib, file, src, msg = m.group(1), m.group(2), m.group(3), int(m.group(4)), m.group(5)
+    before = _CHECK_HOST.search(text[max(0, m.start() - 300):m.start()])
+    msg = m.group(4).rstrip()
+    msg = msg[:-1] if msg.endswith("'") else msg
+    host, lib, file, src = before.group(1) if before else None, m.group(1), m.group(2), int(m.group(3))
     if lib != "NCCL":
         _, name, meaning = cuda_error(None, msg)
         return Failure("cuda", host, None, file, src, msg.strip(), "", name, meaning, line, text.strip())
@@ -329,14 +336,18 @@ _NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 
 # the nccl-tests command line (src/common.cu options) and the launcher's processes per host
 _BINARY = re.compile(r"(?:^|[\s/])(\w+?)_perf(?:_mpi)?(?=\s|$)")
-_COMMAND_OPTIONS = (("ngpus", re.compile(r"\s(?:-g|--ngpus)(?:=|\s*)(\d+)")),
-                    ("nthreads", re.compile(r"\s(?:-t|--nthreads)(?:=|\s*)(\d+)")))
+_COMMAND_OPTIONS = (("ngpus", re.compile(r"\s(?:-g|--ngpus)(?:=|\s*)(\d{1,20}(?!\d))")),
+                    ("nthreads", re.compile(r"\s(?:-t|--nthreads)(?:=|\s*)(\d{1,20}(?!\d))")))
 _PER_HOST = re.compile(r"(?:-npernode|--npernode|--ntasks-per-node|--nproc[-_]per[-_]node|-ppn|--map-by\s+ppr:)"
-                       r"(?:=|\s+)?(\d+)")
+                       r"(?:=|\s+)?(\d{1,20}(?!\d))")
 _MPIRUN = re.compile(r"\b(?:mpirun|mpiexec|orterun)\b")
-_MPI_PER_NODE = re.compile(r"\s-N\s+(\d+)")          # Open MPI's -N is processes per node (srun's is nodes)
-_HOST_SLOTS = re.compile(r"[\w.\-]+:(\d+)(?=[,\s]|$)")
+_MPI_PER_NODE = re.compile(r"\s-N\s+(\d{1,20}(?!\d))")          # Open MPI's -N is processes per node (srun's is nodes)
+_HOST_SLOTS = re.compile(r"(?<![\w.\-])[\w.\-]+:(\d{1,20}(?!\d))(?=[,\s]|$)")   # from a name's start only
 
 
 def number(token: str) -> float | None:
-    return float(token) if _NUMBER.match(token) else None
+    """A table cell's number; None for "N/A" and for what is no finite number (a 400-digit cell is inf)."""
+    if len(token) > 64 or not _NUMBER.match(token):
+        return None
+    value = float(token)
+    return value if value - value == 0 else None

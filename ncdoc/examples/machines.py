@@ -23,6 +23,7 @@ import functools
 import json
 import os
 import re
+import struct
 import tempfile
 import uuid
 from dataclasses import dataclass, field
@@ -31,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from ncdoc.errors import InputError, UsageError
+from ncdoc.errors import InputError, UsageError, shown
 from ncdoc.readers.yaml_lines import check_keys
 from ncdoc.examples import stored
 from ncdoc.examples.tree import (Built, NetDev, PciNode, Rdma, TreeWriter, auto_netdev_name, digest,
@@ -94,11 +95,9 @@ _SpecLoader.add_implicit_resolver(
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     from ncdoc.readers.textfile import read_user_text   # a spec may be the user's own file
+    from ncdoc.readers.yaml_lines import load_plain   # screened and bounded: the file may be anyone's
     text = read_user_text(path, "a machine spec")
-    try:
-        data = yaml.load(text, Loader=_SpecLoader)
-    except yaml.YAMLError as exc:
-        raise InputError("cannot read machine spec", path=str(path), cause=str(exc)) from None
+    data = load_plain(text, str(path), _SpecLoader)
     if not isinstance(data, dict):
         raise InputError("a machine spec must be a mapping", path=str(path))
     return data
@@ -126,6 +125,9 @@ def list_examples() -> list[tuple[str, str]]:
     return out
 
 
+_BASE = re.compile(r"[\w./-]{1,200}")
+
+
 def load_spec(spec_or_name: dict[str, Any] | str | Path, _seen: tuple[str, ...] = ()) -> dict[str, Any]:
     """A spec (dict, YAML file path or bundled example name) with its `base` overlays applied."""
     if isinstance(spec_or_name, dict):
@@ -133,13 +135,19 @@ def load_spec(spec_or_name: dict[str, Any] | str | Path, _seen: tuple[str, ...] 
     else:
         text = str(spec_or_name)
         path = Path(text) if text.endswith((".yaml", ".yml")) else examples_dir() / f"{text}.yaml"
-        if not path.is_file():
+        try:
+            found = path.is_file()
+        except (OSError, ValueError):       # a name too long for the file system, a NUL in it
+            found = False
+        if not found:
             known = ", ".join(n for n, _ in list_examples())
-            raise UsageError(f"unknown example {text!r} (known: {known})")
+            raise UsageError(f"unknown example {shown(text)} (known: {known})")
         spec = _read_yaml(path)
         spec.setdefault("name", path.stem)
     base = spec.pop("base", None)
     if base:
+        if not isinstance(base, str) or not _BASE.fullmatch(base):
+            raise InputError(f"machine spec base {shown(base)} is not the name of a bundled example or a .yaml file")
         if base in _seen:
             raise InputError(f"machine spec overlays loop through {base!r}")
         name = spec.get("name")
@@ -163,26 +171,38 @@ def _bundled_parts() -> dict[str, Any]:
 # ---------------------------------------------------------------- build
 
 def build_machine(spec_or_name: dict[str, Any] | str | Path, dest_dir: str | Path) -> Machine:
-    """Write the machine's fake root under dest_dir/root and its recordings beside it."""
+    """Write the machine's fake root under dest_dir/root and its recordings beside it.
+
+    A spec may be anyone's file: whatever in it does not fit what a field must be (a part that does
+    not exist, a PCI class that is no hex number, a mapping where a list belongs) is an InputError
+    naming the problem, raised from here; the tree never reaches outside dest_dir (TreeWriter)."""
     spec = load_spec(spec_or_name)
+    try:
+        return _build(spec, Path(dest_dir))
+    except KeyError as exc:
+        raise InputError(f"machine spec names an unknown part or field: {shown(exc.args[0] if exc.args else exc)}",
+                         path=_spec_path(spec_or_name)) from None
+    except (ValueError, TypeError, AttributeError, IndexError, OverflowError, struct.error) as exc:
+        raise InputError("malformed machine spec", path=_spec_path(spec_or_name), cause=str(exc)) from None
+
+
+def _spec_path(spec_or_name) -> str | None:
+    return str(spec_or_name) if isinstance(spec_or_name, (str, Path)) else None
+
+
+def _build(spec: dict[str, Any], dest: Path) -> Machine:
     parts = {**_bundled_parts(), **(spec.get("parts") or {})}
-    dest = Path(dest_dir)
     root = dest / "root"
     root.mkdir(parents=True, exist_ok=True)
     tw = TreeWriter(str(root))
     host = spec.get("host") or {}
     cpulists = {int(k): str(v) for k, v in (spec.get("numa") or {}).items()}
-    try:
-        nodes = expand_pci(spec, parts)
-        built = _devices(spec, nodes)
-    except KeyError as exc:
-        raise InputError(f"machine spec names an unknown part or field: {exc}") from None
-    except (ValueError, TypeError, AttributeError) as exc:
-        raise InputError("malformed machine spec", cause=str(exc)) from None
+    nodes = expand_pci(spec, parts)
+    built = _devices(spec, nodes)
     names = {d.name for d in built.netdevs}
     for dev in built.netdevs:
         if dev.master and dev.master not in names:
-            raise InputError(f"interface {dev.name}: its master {dev.master!r} is not defined")
+            raise InputError(f"interface {shown(dev.name)}: its master {shown(dev.master)} is not defined")
     write_pci(tw, spec, nodes, cpulists)
     for rdma in built.rdma:
         write_rdma(tw, spec, rdma)
@@ -318,12 +338,11 @@ def _host_files(tw: TreeWriter, spec: dict[str, Any], host: dict[str, Any], cpul
                 tw.file(f"dev/infiniband/{kind}{i}", "")
     home = spec.get("home")
     if home:
-        tw.mkdir(home.lstrip("/"))
+        tw.mkdir(str(home).lstrip("/"))
     for path, content in (spec.get("files") or {}).items():
-        tw.file(path, str(content))
+        tw.file(str(path), str(content))
     for path, target in (spec.get("links") or {}).items():
-        tw.mkdir(os.path.dirname(path.lstrip("/")))
-        os.symlink(target, os.path.join(tw.root, path.lstrip("/")))
+        tw.raw_link(str(path), str(target))
 
 
 def _nvml_answers(spec: dict[str, Any], built: Built) -> dict[str, Any]:
@@ -397,7 +416,8 @@ def capture_example(name: str) -> Snapshot:
     stored snapshot (ncdoc.examples.stored) must equal, and what `ncdoc snapshot --example` prints."""
     # tmpfs where there is one: an example is ~1500 small files, written and read once.
     shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    with tempfile.TemporaryDirectory(prefix=f"ncdoc-{name}-", dir=shm) as tmp:
+    # the prefix is a plain word: `name` may be a spec's path
+    with tempfile.TemporaryDirectory(prefix="ncdoc-example-", dir=shm) as tmp:
         machine = build_machine(name, tmp)
         snapshot = machine.capture()
     return snapshot.replace(origin=f"example:{name}")

@@ -129,32 +129,88 @@ def guid_for(seed: str) -> str:
 
 
 class TreeWriter:
-    """Creates files and relative symlinks below one root; paths are root-relative."""
+    """Creates files and relative symlinks below one root; paths are root-relative.
+
+    Paths come from a spec, which may be anyone's file (its `files:` and `links:` keys, device and
+    interface names), so nothing is written outside the root: a path with a '..' that climbs out of
+    it, one that reaches out through a symlink, and a link whose target lies outside are refused
+    (InputError), and a file is never written through a symlink in its own name."""
 
     def __init__(self, root: str):
         self.root = root
+        self._real_root = os.path.realpath(root)
         self._dirs: set[str] = set()
+
+    def _inside(self, rel: str, what: str = "path") -> str:
+        """`rel` made root-relative and normal; InputError when it climbs out of the root."""
+        from ncdoc.errors import InputError, shown
+        rel = rel.lstrip("/")
+        norm = os.path.normpath(rel) if rel else "."
+        if "\0" in rel or norm == ".." or norm.startswith("../"):
+            raise InputError(f"machine spec {what} {shown(rel)} leaves the machine's root folder")
+        return norm
+
+    def _real_check(self, full: str, rel: str) -> None:
+        from ncdoc.errors import InputError, shown
+        real = os.path.realpath(full)
+        if real != self._real_root and not real.startswith(self._real_root + os.sep):
+            raise InputError(f"machine spec path {shown(rel)} reaches outside the machine's root folder "
+                             "through a symbolic link")
+
+    def _os(self, action, rel: str):
+        from ncdoc.errors import InputError, shown
+        try:
+            return action()
+        except (OSError, ValueError) as exc:
+            raise InputError(f"machine spec path {shown(rel)} cannot be written",
+                             cause=getattr(exc, "strerror", None) or str(exc)) from None
 
     def mkdir(self, rel: str) -> None:
         if rel not in self._dirs:
-            os.makedirs(os.path.join(self.root, rel), exist_ok=True)
+            norm = self._inside(rel)
+            full = os.path.join(self.root, norm)
+            self._real_check(full, rel)
+            self._os(lambda: os.makedirs(full, exist_ok=True), rel)
             self._dirs.add(rel)
 
     def file(self, rel: str, content: str | bytes) -> None:
-        rel = rel.lstrip("/")
+        rel = self._inside(rel)
         self.mkdir(os.path.dirname(rel))
-        data = content.encode() if isinstance(content, str) else content
-        fd = os.open(os.path.join(self.root, rel), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-        finally:
-            os.close(fd)
+        full = os.path.join(self.root, rel)
+        self._real_check(full, rel)
+        data = content.encode("utf-8", "surrogateescape") if isinstance(content, str) else content
+
+        def write() -> None:
+            fd = os.open(full, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            try:
+                os.write(fd, data)
+            finally:
+                os.close(fd)
+        self._os(write, rel)
 
     def link(self, rel: str, target: str) -> None:
         """Symlink `rel` -> `target` (both root-relative), written relative as sysfs does."""
-        rel, target = rel.lstrip("/"), target.lstrip("/")
+        rel, target = self._inside(rel), self._inside(target, "link target")
+        self.raw_link(rel, os.path.relpath(target, os.path.dirname(rel) or "."))
+
+    def raw_link(self, rel: str, target: str) -> None:
+        """Symlink `rel` -> `target` as given (a spec's `links:`): relative to the link's folder, and
+        inside the root once resolved there; InputError otherwise."""
+        from ncdoc.errors import InputError, shown
+        rel = self._inside(rel)
+        if os.path.isabs(target):
+            raise InputError(f"machine spec link {shown(rel)}: the target {shown(target)} must be relative "
+                             "(an absolute one points at the real machine, not the fake root)")
+        self._inside(os.path.join(os.path.dirname(rel), target), "link target")
         self.mkdir(os.path.dirname(rel))
-        os.symlink(os.path.relpath(target, os.path.dirname(rel) or "."), os.path.join(self.root, rel))
+        full = os.path.join(self.root, rel)
+        self._real_check(os.path.dirname(full), rel)
+        self._os(lambda: os.symlink(target, full), rel)
+        try:                      # '..' after another link climbs from where that one points: resolve it
+            self._real_check(full, rel)
+        except InputError:
+            os.unlink(full)
+            raise
 
 
 @dataclass

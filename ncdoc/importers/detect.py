@@ -8,10 +8,10 @@ a file too large to hold) and, when it is JSON, the parsed value.
 
 from __future__ import annotations
 
-import json
 import re
 
 from ncdoc.errors import InputError
+from ncdoc.startup.json_load import load_data
 
 _PATH_TOKEN = r"(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)"
 _HOST = r"(?:[\w.-]+:[ \t]+)?"  # pdsh/clush put "node1: " before every line
@@ -62,15 +62,17 @@ _HOST_OUTPUT = re.compile(r"^max locked memory[ \t]+\(kbytes, -l\)|^core file si
 _TESTS_FAILURE = re.compile(r"(?:^|: )(?:Test )?(?:CUDA|Cuda|NCCL) failure [\w./-]+\.cu:\d+ '|"
                             r"^ ?\.\. \S+ pid \d+: Test failure [\w./-]+:\d+", re.M)
 _IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:", re.M)
-_IBSTAT = re.compile(r"^CA '[^']+'\s*$|^\s+CA type:", re.M)
+# Every sign is searched over the whole sample: none may let \s (which spans line ends) run from a line's
+# start, or 20 KB of blank lines cost seconds; [ \t] instead.
+_IBSTAT = re.compile(r"^CA '[^'\n]+'[ \t\r]*$|^[ \t]+CA type:", re.M)
 _SHOW_GIDS = re.compile(r"^[ \t]*DEV[ \t]+PORT[ \t]+INDEX[ \t]+GID\b", re.M)
 # `ibv_devinfo -v` prints each port's GID table as "\t\t\tGID[  3]:\t\t::ffff:10.0.0.1, RoCE v2"; people
 # often paste those lines alone, without the hca_id line above them.
 _IBV_GID_LINE = r"^[ \t]*GID\[[ \t]*\d+\]:[ \t]*[0-9A-Fa-f]*:[0-9A-Fa-f:.]*"
-_IBV_DEVINFO = re.compile(r"^\s*hca_id:\s*\S|^\s*\d+ HCAs? found|^\s*No IB devices found|"
+_IBV_DEVINFO = re.compile(r"^[ \t]*hca_id:[ \t]*\S|^[ \t]*\d+ HCAs? found|^[ \t]*No IB devices found|"
                           r"(?:^|[\s$#>])ibv_devinfo(?:\s|$)|" + _IBV_GID_LINE, re.M)
 _ENV = re.compile(r"(?:^|[\s\"',;{\[])(?:export[ \t]+)?NCCL_[A-Z0-9_]+[ \t]*(?:=|:[ \t\"'0-9A-Za-z^])|"
-                  r"-x[ \t]+NCCL_[A-Z0-9_]+|--export[= ][^\n]*NCCL_|name:[ \t]*[\"']?NCCL_", re.M)
+                  r"-x[ \t]+NCCL_[A-Z0-9_]+|name:[ \t]*[\"']?NCCL_", re.M)
 
 
 def _xml_root(text: str) -> str | None:
@@ -105,7 +107,7 @@ def check_text(text: str, what: str = "input") -> None:
         raise InputError(f"{what} is binary or not UTF-8 text")
 
 
-_EMBEDDED_IBV = re.compile(r"^\s*hca_id:\s*\S", re.M)
+_EMBEDDED_IBV = re.compile(r"^[ \t]*hca_id:[ \t]*\S", re.M)
 
 
 def embedded_node_kinds(text: str) -> tuple[str, ...]:
@@ -136,7 +138,7 @@ class Sample:
         self._clean: str | None = None
         if self.stripped[:1] in ("{", "["):
             try:
-                self.data = json.loads(self.stripped)
+                self.data = load_data(self.stripped)
             except ValueError as exc:
                 where = f" at line {exc.lineno}" if getattr(exc, "lineno", None) else ""
                 if _LOOKS_JSON.match(self.stripped):
@@ -165,17 +167,33 @@ _CAP = 1000          # sign lines counted per kind: enough to weigh one kind aga
 
 
 def _count(rx: re.Pattern, text: str) -> int:
-    """How many lines of `text` bear `rx` (a line with two matches counts once), up to _CAP."""
-    n, line_end = 0, -1
-    for m in rx.finditer(text):
-        if m.start() <= line_end:
-            continue
+    """How many lines of `text` bear `rx` (a line with two matches counts once), up to _CAP. After a match the
+    search goes on from the next line, so a line of a million matches is not searched a million times."""
+    n, at, search = 0, 0, rx.search
+    while n < _CAP:
+        m = search(text, at)
+        if m is None:
+            break
         n += 1
-        if n >= _CAP:
+        at = text.find("\n", m.end() if m.end() > m.start() else m.start())
+        if at < 0:
             break
-        line_end = text.find("\n", m.start())
-        if line_end < 0:
+        at += 1
+    return n
+
+
+def _export_lines(text: str) -> int:
+    """Lines with an `--export=...NCCL_...` (srun) list: found with str.find, each line looked at once."""
+    n, at = 0, 0
+    while n < _CAP:
+        i = text.find("--export", at)
+        if i < 0:
             break
+        end = text.find("\n", i)
+        end = len(text) if end < 0 else end
+        if text[i + 8:i + 9] in ("=", " ") and text.find("NCCL_", i + 9, end) >= 0:
+            n += 1
+        at = end + 1
     return n
 
 
@@ -255,7 +273,7 @@ def is_env(s: Sample) -> int:
     """Env or launch material: NCCL_ assignments, launcher options; or a JSON mapping naming NCCL_ variables."""
     if s.is_json:
         return int(_mentions_nccl_var(s.data))
-    return _count(_ENV, s.text)
+    return min(_CAP, _count(_ENV, s.text) + _export_lines(s.text))
 
 
 def _mentions_nccl_var(data, depth: int = 0) -> bool:

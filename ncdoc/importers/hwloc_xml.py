@@ -91,7 +91,7 @@ class _Walk:
 
 
 def _lid(text: str | None) -> int | None:
-    m = re.fullmatch(r"0x([0-9a-fA-F]+)|([0-9]+)", (text or "").strip())
+    m = re.fullmatch(r"0x([0-9a-fA-F]{1,16})|([0-9]{1,20})", (text or "").strip())
     return None if not m else int(m.group(1), 16) if m.group(1) else int(m.group(2))
 
 
@@ -99,7 +99,7 @@ def _hca(o: ET.Element, addr: str, numa: int | None) -> Hca:
     info = _info(o)
     ports = []
     for key in sorted(info):
-        m = re.fullmatch(r"Port(\d+)State", key)
+        m = re.fullmatch(r"Port(\d{1,20}(?!\d))State", key)
         if m:
             n = m.group(1)
             lid = info.get(f"Port{n}LID")

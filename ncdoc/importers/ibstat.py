@@ -25,7 +25,7 @@ def read_ibstat(lines: list[str]) -> list[HcaBuild]:
             cur, port = None, None
         if cur is None:
             continue
-        m = re.match(r"Port (\d+):\s*$", s)
+        m = re.match(r"Port (\d{1,20}(?!\d)):\s*$", s)
         if m:
             port = int(m.group(1))
             cur.port(port)
@@ -65,7 +65,7 @@ def read_ibstatus(lines: list[str]) -> list[HcaBuild]:
     port = 0
     for ln in lines:
         s = ln.strip()
-        m = re.match(r"Infiniband device '([^']+)' port (\d+) status:", s)
+        m = re.match(r"Infiniband device '([^']+)' port (\d{1,20}(?!\d)) status:", s)
         if m:
             cur = hcas.setdefault(m.group(1), HcaBuild(m.group(1)))
             port = int(m.group(2))

@@ -34,7 +34,7 @@ _PORT_FIELDS = ("state", "phys_state", "max_mtu", "active_mtu", "sm_lid", "port_
                 "active_width", "active_speed", "max_msg_sz", "port_cap_flags", "gid_tbl_len", "subnet_timeout")
 _PORT_LINE = re.compile(rf"^\s*(?:GID\[\s*\d+\]|{'|'.join(_PORT_FIELDS)}):")
 _DEV_OPTION = re.compile(r"(?:^|\s)(?:-d|--ib-dev)(?:=|\s+)([\w.\-]+)")
-_PORT_OPTION = re.compile(r"(?:^|\s)(?:-i|--ib-port)(?:=|\s+)(\d+)")
+_PORT_OPTION = re.compile(r"(?:^|\s)(?:-i|--ib-port)(?:=|\s+)(\d{1,20}(?!\d))")
 _ANY_HEADER = re.compile(r"^\s*(?:hca_id:|CA '|Infiniband device '|DEV\s+PORT\s+INDEX\b|\d+ HCAs? found)")
 FRAGMENT_NAME = "(unnamed)"
 _SOFT_ROCE = re.compile(r"rxe\d")
@@ -76,7 +76,7 @@ def read_ibv_devinfo(lines: list[str]) -> tuple[list[HcaBuild], bool, list[str]]
             cur.port(port)
             hcas.append(cur)
             notes.append(note)
-        if m := re.match(r"(\d+) HCAs? found", s):
+        if m := re.match(r"(\d{1,20}(?!\d)) HCAs? found", s):
             listed = True
             if int(m.group(1)) == 0:
                 notes.append("ibv_devinfo found no RDMA devices (0 HCAs found)")
@@ -99,12 +99,12 @@ def read_ibv_devinfo(lines: list[str]) -> tuple[list[HcaBuild], bool, list[str]]
             cur, port = None, None
         if cur is None:
             continue
-        m = re.match(r"port:\s*(\d+)", s)
+        m = re.match(r"port:\s*(\d{1,20}(?!\d))", s)
         if m:
             port = int(m.group(1))
             cur.port(port)
             continue
-        m = re.match(r"(GID\[\s*(\d+)\]):\s*(\S+?)(?:,\s*(.+))?$", s)
+        m = re.match(r"(GID\[\s*(\d{1,20}(?!\d))\]):\s*(\S+?)(?:,\s*(.+))?$", s)
         if m and port is not None:
             g = gid_text(m.group(3))
             if g:
@@ -137,7 +137,7 @@ def read_ibv_devinfo(lines: list[str]) -> tuple[list[HcaBuild], bool, list[str]]
             p["lid"] = int_value(val)
         elif key == "link_layer" and val:
             p["link_layer"] = link_layer(val)
-        elif key == "active_width" and (mw := re.match(r"(\d+)X", val)):
+        elif key == "active_width" and (mw := re.match(r"(\d{1,20}(?!\d))X", val)):
             width[id(p)] = int(mw.group(1))
             p["width"] = f"{mw.group(1)}X"
         elif key == "active_speed" and (ms := re.match(r"([0-9]+(?:\.[0-9]+)?)\s*Gbps(?:\s*\(([0-9]+)\))?", val)):

@@ -27,7 +27,7 @@ _MAX_LINKS = 64  # more NVLinks than any GPU has (18 on Hopper/Blackwell): a cor
 def _int(s: str | None) -> int | None:
     """NCCL writes decimal ints, hex classes and the odd float ("0.000000"); junk -> None."""
     s = (s or "").strip()
-    m = re.fullmatch(r"0x([0-9a-fA-F]+)|([0-9]+)(?:\.[0-9]*)?", s)
+    m = re.fullmatch(r"0x([0-9a-fA-F]{1,16})|([0-9]{1,20})(?:\.[0-9]{0,20})?", s)
     if not m:
         return None
     return int(m.group(1), 16) if m.group(1) else int(m.group(2))

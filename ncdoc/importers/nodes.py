@@ -21,10 +21,10 @@ def _only(source: str, kind: str, **sections) -> Snapshot:
 
 def snapshot_json(text: str, source: str) -> Imported:
     """ncdoc's own snapshot file."""
-    import json
+    from ncdoc.startup.json_load import loads
     try:
-        data = json.loads(text.lstrip("\ufeff"))
-    except (ValueError, RecursionError) as exc:
+        data = loads(text.lstrip("\ufeff"))
+    except ValueError as exc:
         raise InputError("not valid JSON", path=source, cause=str(exc)) from None
     return Imported(Snapshot.from_dict(data, path=source), "snapshot_json", source=f"import:snapshot_json:{source}")
 

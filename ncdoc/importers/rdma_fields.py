@@ -64,7 +64,7 @@ def port_state(text: str) -> str | None:
 
 
 def phys_state(text: str) -> str | None:
-    m = re.search(r"\((\d+)\)", text) or re.match(r"\s*(\d+)\s*:", text)
+    m = re.search(r"\((\d{1,20}(?!\d))\)", text) or re.match(r"\s*(\d{1,20}(?!\d))\s*:", text)
     if m and int(m.group(1)) in _PHYS:
         return _PHYS[int(m.group(1))]
     t = re.sub(r"^\d+\s*:\s*", "", text).strip()
@@ -74,7 +74,7 @@ def phys_state(text: str) -> str | None:
 
 def int_value(text: str) -> int | None:
     """'0x22' -> 34, '4096 (5)' -> 4096 (hex LIDs from ibstatus, decimal elsewhere)."""
-    m = re.match(r"\s*(?:0x([0-9a-fA-F]+)|([0-9]+))", text)
+    m = re.match(r"\s*(?:0x([0-9a-fA-F]{1,16})(?![0-9a-fA-F])|([0-9]{1,20})(?![0-9]))", text)
     if not m:
         return None
     return int(m.group(1), 16) if m.group(1) else int(m.group(2))
@@ -102,7 +102,7 @@ def rate_text(b: HcaBuild, num: int, text: str) -> None:
     """ibstatus "200 Gb/sec (4X HDR)" (possibly cut short) -> rate, width, speed."""
     p = b.port(num)
     p["rate_text"] = text.strip()
-    m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)", text)
+    m = re.match(r"\s*([0-9]{1,20}(?:\.[0-9]{1,20})?)(?![0-9])", text)
     if m:
         p["rate_gbps"] = float(m.group(1))
     m = re.search(r"\((\d+X)\s*([A-Z0-9]+)?\)?", text)

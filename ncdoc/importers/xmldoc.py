@@ -43,6 +43,8 @@ def mask_to_cpulist(mask: str | None) -> str:
         return ""
     bits: list[int] = []
     words = mask.strip().split(",")
+    if len(words) > 4096:           # 131072 CPUs: more is no machine's mask
+        return ""
     try:
         for i, w in enumerate(reversed(words)):
             w = w.strip()

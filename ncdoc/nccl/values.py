@@ -82,10 +82,10 @@ def _int_suggestion(value: str) -> str | None:
     if v in _FALSE_WORDS:
         return "0"
     import re
-    m = re.fullmatch(r"(\d+)\s*([kmg]i?b?)", v)
+    m = re.fullmatch(r"(\d{1,20}(?!\d))\s*([kmg]i?b?)", v)
     if m and m.group(2) in _SIZE_SUFFIX:
         return str(int(m.group(1)) * _SIZE_SUFFIX[m.group(2)])
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)e(\d+)", v)
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)e(\d{1,20}(?!\d))", v)
     if m:
         f = float(m.group(1)) * 10 ** int(m.group(2))
         if f == int(f):
@@ -228,7 +228,7 @@ def _netdevs_policy(value: str, version: str | None) -> list[Problem]:
     v = value.upper()
     if v in ("AUTO", "ALL"):
         return []
-    if v.startswith("MAX:") and v[4:].isdecimal() and int(v[4:]) > 0:     # MAX:(\d+)
+    if v.startswith("MAX:") and v[4:].isdecimal() and int(v[4:]) > 0:     # MAX:(\d{1,20}(?!\d))
         return []
     return [Problem("warning", f"{value!r} is not AUTO, ALL or MAX:<n>; NCCL uses AUTO")]
 

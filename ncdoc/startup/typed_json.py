@@ -101,10 +101,10 @@ def _build_converter(tp):
                 spec = convs.get(k)
                 if spec is None:
                     if k not in fields:
-                        raise KeyError(f"{cls.__name__}: unknown field(s) {sorted(set(data) - set(fields))}")
+                        raise KeyError(f"{cls.__name__}: unknown field(s) {_shown(sorted(set(data) - set(fields)))}")
                     spec = convs[k] = _field_spec(_parse_type(fields[k].type, sys.modules[cls.__module__]))
                 plain, optional, c = spec
-                if type(v) is plain or (v is None and optional):
+                if (type(v) is plain and (plain is not int or -_MAX_INT < v < _MAX_INT)) or (v is None and optional):
                     kw[k] = v
                 else:
                     kw[k] = c(v)
@@ -140,25 +140,33 @@ def _field_spec(tp):
     return plain, optional, _converter(tp)
 
 
+_MAX_INT = 1 << 64     # no count, size or id in a record is larger; a bigger one is malformed input
+
+
+def _shown(data) -> str:
+    from ncdoc.errors import shown     # a bad value is quoted, never at length
+    return shown(data)
+
+
 def _scalar(name, ok):
     def check(data):
         if ok(data):
             return data
-        raise TypeError(f"expected {name}, got {data!r}")
+        raise TypeError(f"expected {name}, got {_shown(data)}")
     return check
 
 
 def _to_float(data):
-    if type(data) is float:
+    if type(data) is float and data - data == 0:
         return data
-    if type(data) is int:
+    if type(data) is int and -_MAX_INT < data < _MAX_INT:
         return float(data)
-    raise TypeError(f"expected a number, got {data!r}")
+    raise TypeError(f"expected a finite number, got {_shown(data)}")
 
 
 _SCALARS = {
     "str": _scalar("a string", lambda d: type(d) is str),
-    "int": _scalar("an integer", lambda d: type(d) is int),
+    "int": _scalar("an integer below 2**64", lambda d: type(d) is int and -_MAX_INT < d < _MAX_INT),
     "bool": _scalar("true/false", lambda d: type(d) is bool),
     "float": _to_float,
 }

@@ -22,14 +22,14 @@ if TYPE_CHECKING:
 
 # record headers of the four RDMA tools (device, port)
 _HCA_ID = re.compile(r"^\s*hca_id:\s*(\S+)")
-_IBV_PORT = re.compile(r"^\s*port:\s*(\d+)")
+_IBV_PORT = re.compile(r"^\s*port:\s*(\d{1,20}(?!\d))")
 _CA = re.compile(r"^\s*CA '([^']+)'")
-_CA_PORT = re.compile(r"^\s*Port (\d+):")
-_IBSTATUS = re.compile(r"^\s*Infiniband device '([^']+)' port (\d+) status:")
-_SHOW_GIDS = re.compile(r"^\s*(\S+)\s+(\d+)\s+(\d+)\s+([0-9a-fA-F:]{8,})")
+_CA_PORT = re.compile(r"^\s*Port (\d{1,20}(?!\d)):")
+_IBSTATUS = re.compile(r"^\s*Infiniband device '([^']+)' port (\d{1,20}(?!\d)) status:")
+_SHOW_GIDS = re.compile(r"^\s*(\S+)\s+(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+([0-9a-fA-F:]{8,})")
 _FIELD = re.compile(r"^\s*([A-Za-z_][\w ]*?)\s*:\s")
-_GID_LINE = re.compile(r"^\s*GID\[\s*(\d+)\]:")
-_SOURCE = re.compile(r"^hcas/([^/]+)/port (\d+)(/gids)?$")
+_GID_LINE = re.compile(r"^\s*GID\[\s*(\d{1,20}(?!\d))\]:")
+_SOURCE = re.compile(r"^hcas/([^/]+)/port (\d{1,20}(?!\d))(/gids)?$")
 _TOPO_ROW = re.compile(r"^\s*(?:[\w.-]+:\s+)?(GPU\d+|NIC\d+|mlx\w+)\s")
 # words of a finding's evidence text -> the field line that shows it
 _KEYWORDS = (("active_mtu", "active_mtu"), ("max_mtu", "max_mtu"), ("MTU", "active_mtu"), ("phys", "phys_state"),
@@ -86,7 +86,7 @@ def index_listing(lines: Sequence[str]) -> dict[tuple[str, int], dict[str, int]]
 def _field_for(text: str, gids: bool) -> list[str]:
     """The fields of a record an evidence text is about, most specific first."""
     want = []
-    m = re.search(r"GID\[\s*(\d+)\]", text)
+    m = re.search(r"GID\[\s*(\d{1,20}(?!\d))\]", text)
     if m:
         want.append(f"gid:{m.group(1)}")
         if m.group(1) == "0":

@@ -255,7 +255,7 @@ def _env_header(result: Any) -> list[str]:
 def env_file_text(result: Any, fmt: str) -> str:
     import json
 
-    from ncdoc.envfiles.formats import render_env
+    from ncdoc.envfiles.formats import comment_lines, render_env
 
     body = render_env(result.env, fmt, _env_comments(result))
     if fmt == "json":
@@ -264,10 +264,8 @@ def env_file_text(result: Any, fmt: str) -> str:
         if result.simulated:
             data["note"] = SIMULATED
         return json.dumps(data, indent=2) + "\n"
-    lines = _env_header(result)
-    if fmt == "nccl.conf":                       # NCCL before 2.26 reads a '#' line holding '=' as a variable
-        lines = [line.replace("=", " is ") for line in lines]
-    head = "".join(f"# {line}\n" for line in lines)
+    # one comment line each, whatever the study's name holds (comment_lines: nccl.conf without '=')
+    head = "".join(line + "\n" for line in comment_lines(_env_header(result), fmt))
     return head + body
 
 

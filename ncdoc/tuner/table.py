@@ -110,11 +110,12 @@ def render(rules: Iterable[Rule], header: Sequence[str] = ()) -> str:
              "# Format: collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff",
              "# The first matching rule wins. Every size of every collective has a rule, with the channel count",
              "# NCCL would choose: the example plugin runs a call that no rule matches on ONE channel."]
-    lines += [f"# {h}" for h in header]
+    from ncdoc.envfiles.formats import comment_lines    # one line each: a study's name may hold anything
+    lines += comment_lines(header, "sh")
     last_note = None
     for r in rules:
         if r.note and r.note != last_note:
-            lines.append(f"# {r.note}")
+            lines += comment_lines([r.note], "sh")
             last_note = r.note
         lines.append(r.csv())
     return "\n".join(lines) + "\n"

@@ -120,7 +120,7 @@ def test_message_placeholders(s):
 
 
 json_values = st.recursive(
-    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=8),
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
     max_leaves=20)
 
@@ -133,7 +133,7 @@ def test_json_loads_matches_json(value, pad, indent):
 
 
 def test_json_errors_are_json_errors():
-    for bad in ("", " ", "{", '{"a": 1} x', "[1,]", "\ufeff{}", "nul", '{"a": NaN, }'):
+    for bad in ("", " ", "{", '{"a": 1} x', "[1,]", "\ufeff{}", "nul", '{"a": 1, }'):
         try:
             json.loads(bad)
         except ValueError as exc:
@@ -144,8 +144,36 @@ def test_json_errors_are_json_errors():
             assert (type(exc), str(exc)) == expected
         else:
             raise AssertionError(f"{bad!r} parsed")
-    assert json_load.loads(" NaN ") != json_load.loads(" NaN ")          # a float nan, as json gives
-    assert json_load.loads("[Infinity, -Infinity]") == [float("inf"), float("-inf")]
+
+
+
+def test_json_refuses_what_no_ncdoc_file_holds():
+    """NaN, infinities (written or overflowing), integers past int()'s limit and nesting past the parser's
+    recursion: one ValueError each, with a one-line message, never an OverflowError or RecursionError."""
+    for bad, says in ((" NaN ", "NaN"), ("[Infinity]", "Infinity"), ('{"a": -Infinity}', "Infinity"),
+                      ("[1e999]", "out of range"), ("-1e400", "out of range"), ("9" * 5000, "4300 digits"),
+                      ("[" * 100_000 + "]" * 100_000, "nested too deeply"),
+                      ('{"a":' * 50_000 + "1" + "}" * 50_000, "nested too deeply")):
+        try:
+            json_load.loads(bad)
+        except ValueError as exc:
+            assert says in str(exc) and "\n" not in str(exc), (bad[:20], str(exc))
+        else:
+            raise AssertionError(f"{bad[:20]!r} parsed")
+    assert json_load.loads("[1e308, -1e-999, 0.5]") == [1e308, -0.0, 0.5]
+
+
+def test_load_data_bounds_depth_and_integers():
+    nested = "[" * (json_load.MAX_DEPTH + 1) + "]" * (json_load.MAX_DEPTH + 1)
+    for bad, says in ((nested, "levels deep"), ('{"a": [%d]}' % (1 << 64), "digits")):
+        try:
+            json_load.load_data(bad)
+        except ValueError as exc:
+            assert says in str(exc), str(exc)
+        else:
+            raise AssertionError(f"{bad[:20]!r} passed")
+    ok = "[" * json_load.MAX_DEPTH + "]" * json_load.MAX_DEPTH
+    assert json_load.load_data(ok) is not None and json_load.load_data('[%d]' % ((1 << 64) - 1)) == [(1 << 64) - 1]
 
 
 def test_nccl_vars_entries_read_alone_match_the_table(monkeypatch):

@@ -72,6 +72,13 @@ def _positive_int(text: str) -> int:
     return v
 
 
+def _study_name(text: str) -> str:
+    # the name goes into every output's header and the storage's records: one printable line
+    if not text or not text.isprintable() or len(text) > 200:
+        raise argparse.ArgumentTypeError("must be 1-200 printable characters (no newline or control character)")
+    return text
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from ncdoc.tuner.space import COLLECTIVES, FABRICS
 
@@ -111,7 +118,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     st.add_argument("--storage", metavar="URL",
                     help="Optuna storage: sqlite:///f.db, postgresql://..., a journal file (*.log, *.journal) "
                          "on shared disk, or memory (nothing kept, no --resume) (default: OUT/study.journal)")
-    st.add_argument("--study-name", default="ncdoc-tune")
+    st.add_argument("--study-name", default="ncdoc-tune", type=_study_name)
     st.add_argument("--resume", action="store_true", help="continue the study of the same name")
     st.add_argument("--seed", type=int, default=0)
     st.add_argument("--top-k", type=int, default=2, help="candidates re-measured against the baseline (default 2)")

@@ -187,7 +187,7 @@ _GEN_BY_SPEED = {"2.5": 1, "5.0": 2, "5": 2, "8.0": 3, "8": 3, "16.0": 4, "16": 
 
 
 def _sm(cc: str | None) -> int | None:
-    m = re.fullmatch(r"\s*(\d+)\.(\d+)\s*", cc or "")
+    m = re.fullmatch(r"\s*(\d{1,20}(?!\d))\.(\d{1,20}(?!\d))\s*", cc or "")
     return int(m.group(1)) * 10 + int(m.group(2)) if m else None
 
 
