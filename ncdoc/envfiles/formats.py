@@ -24,7 +24,7 @@ import shlex
 from pathlib import Path
 from typing import Mapping
 
-from ncdoc.errors import InputError
+from ncdoc.errors import InputError, shown
 
 FORMATS = ("sh", "dotenv", "nccl.conf", "slurm", "k8s", "json")
 # Where each format goes when written next to nccl.env (sh is nccl.env itself).
@@ -49,11 +49,13 @@ def _check(values: Mapping[str, str]) -> None:
             raise InputError(f"{name!r} is not a valid environment variable name")
         if not isinstance(value, str):
             raise InputError(f"{name}: value must be a string, got {type(value).__name__}")
-        if "\n" in value or "\r" in value:
-            raise InputError(f"{name}: value contains a line break, which no env file format "
-                             "can carry safely; remove it")
         if "\0" in value:
             raise InputError(f"{name}: value contains a NUL byte, which an environment cannot hold")
+        if value.translate(_COMMENT_ESCAPES) != value:
+            # \n ends a line for every reader; \r, \v, \f, \x1c-\x1e, \x85, U+2028/9 end one for some
+            # (Python's str.splitlines); escape sequences drive the terminal of whoever reads the file
+            raise InputError(f"{name}: value {shown(value)} contains a line break or control character, which "
+                             "no env file format can carry safely; remove it")
 
 
 # What would end or bend a comment line: C0 controls (tab kept), DEL, C1 controls (U+0085 is a YAML line
@@ -131,7 +133,7 @@ def _slurm(values: Mapping[str, str], comments: Mapping[str, str]) -> list[str]:
 
 
 def _k8s(values: Mapping[str, str], comments: Mapping[str, str]) -> list[str]:
-    out = ["# container spec fragment: paste under spec.containers[].", "env:"]
+    out = ["# container spec fragment: paste under spec.containers[].", "env:" if values else "env: []"]
     for name, value in values.items():
         out += ["  " + c for c in _comment_lines(comments.get(name))]
         # A JSON string is a valid YAML double-quoted scalar: every character survives.

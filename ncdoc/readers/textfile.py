@@ -6,7 +6,7 @@ triage or topo, a tuner data file, a machine spec) is read here, so each cannot-
 one line that names the file, worded the same wherever it is read: missing, a directory,
 unreadable, too large, binary, not UTF-8 text, empty. "-" is standard input. Every file ncdoc
 writes (a snapshot, env files, the tuner's outputs) is written by write_user_file: whole or
-not at all.
+not at all, never through a symlink planted at its name.
 
 On the `ncdoc check` path (its snapshot): only builtins, no pathlib or re.
 """
@@ -112,28 +112,55 @@ def read_user_text(path, what: str = "text", *, empty_ok: bool = False, max_byte
     return text
 
 
-def write_user_file(path, text: str, what: str = "the file", *, make_dirs: bool = False) -> str:
+def write_user_file(path, text: str, what: str = "the file", *, make_dirs: bool = False,
+                    follow_symlinks: bool = False) -> str:
     """Write `text` to `path` so that a reader sees the old file or the whole new one, never a part:
-    a temporary file in the same folder, flushed to disk, renamed over it.
+    a temporary file in the same folder, flushed to disk, renamed over it; a new file gets the mode the
+    umask gives, a replaced one keeps its own.
 
-    A symlink is written through (the link stays); a device or pipe (/dev/stdout, a FIFO) is
-    streamed into, since renaming over it would replace the device itself. The folder is made
-    when `make_dirs`, else a missing one is an error. Failures are InputError naming the path.
-    Returns `path` as given."""
+    A symlink at `path` that leads to a file (or nowhere) is refused unless `follow_symlinks`: one
+    planted in a shared folder would make ncdoc overwrite whatever it points at (~/.bashrc). A device
+    or pipe (/dev/stdout, a FIFO, a link to one) is streamed into, since renaming over it would replace
+    the device itself. The folder is made when `make_dirs`, else a missing one is an error. Failures are
+    InputError naming the path, the file left as it was. Returns `path` as given."""
     import os
+    import stat
     import tempfile
 
     def failed(exc: OSError, where: str = "") -> InputError:
         return InputError(f"cannot write {what}", path=where or path, cause=exc.strerror or str(exc))
 
     given = str(path)
+    try:
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InputError(f"cannot write {what}: the text holds a character UTF-8 cannot encode "
+                         f"({exc.object[exc.start:exc.start + 1]!r})", path=given) from None
+    try:
+        target_mode = os.stat(given).st_mode        # what the name leads to (/dev/stdout: the pipe or tty)
+    except OSError:
+        target_mode = None
+    # the process's own streams (/dev/stdout, /dev/fd/1) are written into whatever they are, as a shell's > does
+    stream = given in ("/dev/stdout", "/dev/stderr") or given.startswith(("/dev/fd/", "/proc/self/fd/"))
+    if os.path.islink(given) and not follow_symlinks and not stream and (
+            target_mode is None or stat.S_ISREG(target_mode) or stat.S_ISDIR(target_mode)):
+        raise InputError(f"cannot write {what}: it is a symbolic link (to {os.readlink(given)}); ncdoc does not "
+                         "write through one: remove it or name its target", path=given)
     path = os.path.realpath(given)
-    if os.path.isdir(path):
+    if target_mode is not None and stat.S_ISDIR(target_mode):
         raise InputError(f"cannot write {what}: that is a folder", path=path)
-    if os.path.exists(path) and not os.path.isfile(path):
+    if target_mode is not None and (stream or not stat.S_ISREG(target_mode)):
+        try:        # non-blocking open: a FIFO nobody reads is an error (ENXIO), not a hang
+            # a regular file behind /dev/stdout is appended to: the shell's > emptied it, >> asked for the end
+            fd = os.open(given, os.O_WRONLY | os.O_NONBLOCK | (os.O_APPEND if stat.S_ISREG(target_mode) else 0))
+        except OSError as exc:
+            if exc.errno == 6:      # ENXIO
+                raise InputError(f"cannot write {what}: it is a pipe that nothing reads", path=path) from None
+            raise failed(exc) from None
         try:
-            with open(path, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            os.set_blocking(fd, True)
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
         except OSError as exc:
             raise failed(exc) from None
         return given
@@ -146,15 +173,21 @@ def write_user_file(path, text: str, what: str = "the file", *, make_dirs: bool 
         except OSError as exc:
             raise failed(exc, folder) from None
     try:
+        mode = stat.S_IMODE(os.stat(path).st_mode)       # replacing a file: keep its mode
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    try:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=folder)
     except OSError as exc:
         raise failed(exc) from None
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException as exc:
         try:

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 MAX_DEPTH = 64                 # nested mappings and lists in one document
 MAX_NUMBER_CHARS = 100         # characters of one number's text
-MAX_DOCUMENT_BYTES = 16 << 20  # characters of one YAML file
+MAX_DOCUMENT_BYTES = 4 << 20   # characters of one YAML file (the largest ncdoc ships is 52 KB)
 
 _INT, _FLOAT = "tag:yaml.org,2002:int", "tag:yaml.org,2002:float"
 
@@ -33,7 +33,7 @@ class LineDict(dict):
 
 def _event_loader():
     import yaml
-    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)      # events only: the C parser when built
+    return getattr(yaml, "CSafeLoader", yaml.SafeLoader)      # the C parser when PyYAML was built with it
 
 
 def screen(text: str, path: str | None) -> None:
@@ -110,7 +110,7 @@ def load_plain(text: str, path: str | None, loader=None) -> Any:
     import yaml
     try:
         screen(text, path)
-        return yaml.load(text, Loader=bounded_loader(loader or yaml.SafeLoader, path))  # noqa: S506 - safe loaders
+        return yaml.load(text, Loader=bounded_loader(loader or _event_loader(), path))  # noqa: S506 - safe loaders
     except yaml.YAMLError as exc:
         raise _yaml_error(exc, path) from None
 
@@ -122,7 +122,9 @@ def load_yaml(text: str, path: str, *, name_keys: bool = False) -> Any:
     as the tuner's data files want; otherwise any scalar key is kept as YAML typed it."""
     import yaml  # only for pack sources, never on the compiled fast path
 
-    _Loader = bounded_loader(yaml.SafeLoader, path)
+    # the C parser where PyYAML has it (a pure-Python parse of a megabyte of tokens takes seconds);
+    # the mappings are built here either way, with their lines
+    _Loader = bounded_loader(_event_loader(), path)
 
     def construct_mapping(loader, node, deep=False):
         loader.flatten_mapping(node)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+
+import pytest
 import subprocess
 import sys
 
@@ -81,17 +83,33 @@ def test_sysfs_root_snapshot(capsys, tmp_path):
     assert rc == 0 and snap.origin == f"sysfs:{tmp_path}" and "NVML" in snap.gpus.status.reason
 
 
-def test_devices_and_symlinks_are_written_through_not_replaced(capsys, tmp_path, monkeypatch):
+def test_devices_are_written_through_and_symlinks_refused(capsys, tmp_path, monkeypatch):
+    """A symlink planted at the output's name is refused (it would overwrite what it points at), unless the
+    caller asks to follow it; a device or pipe is streamed into, never renamed over."""
     import os
 
+    from ncdoc.errors import InputError
     from ncdoc.readers.textfile import write_user_file
 
     real = tmp_path / "real.json"
     real.write_text("old")
     link = tmp_path / "link.json"
     link.symlink_to(real)
-    write_user_file(str(link), "{}\n")
+    with pytest.raises(InputError, match="symbolic link"):
+        write_user_file(str(link), "{}\n")
+    assert link.is_symlink() and real.read_text() == "old"
+    (tmp_path / "dangling.json").symlink_to(tmp_path / "nowhere.json")
+    with pytest.raises(InputError, match="symbolic link"):
+        write_user_file(str(tmp_path / "dangling.json"), "{}\n")
+    assert not (tmp_path / "nowhere.json").exists()
+    rc = main(["snapshot", "--example", "dgx-h100", "-o", str(link)])
+    assert rc == 2 and "symbolic link" in capsys.readouterr().err and real.read_text() == "old"
+    write_user_file(str(link), "{}\n", follow_symlinks=True)
     assert link.is_symlink() and real.read_text() == "{}\n"
+    with pytest.raises(InputError, match="cannot encode"):
+        write_user_file(str(real), "a\udcff")
+    assert real.read_text() == "{}\n" and sorted(p.name for p in tmp_path.iterdir()) == \
+        ["dangling.json", "link.json", "real.json"]
 
     def no_rename(*_args):
         raise AssertionError("renamed over a device")

@@ -168,9 +168,14 @@ def one_input(seeds: list[tuple[str, bytes]], seed: int, reader: str, index: int
     if roll < 0.20:
         return "text", None, _rand_text(rng, rng.randrange(1, 4096)).encode("utf-8", "surrogatepass")
     name, data = rng.choice(seeds)
-    if roll < 0.22:
+    if roll < 0.22 and size != "large":
         return "seed", name, data
     label = []
+    if size == "large":        # a large input always holds its 1-10 MB line, among real lines
+        lines = _lines(data)
+        lines.insert(rng.randrange(len(lines) + 1), _big_line(rng, size))
+        data = b"\n".join(lines)
+        label.append("bigline")
     for _ in range(1 if rng.random() < 0.6 else rng.randrange(2, 4)):
         how, data = mutate(rng, data, size)
         label.append(how)

@@ -24,7 +24,7 @@ def _worker(conn, memory_limit: int | None) -> None:
     import traceback
     if memory_limit:
         resource.setrlimit(resource.RLIMIT_AS, (memory_limit, memory_limit))
-    table = fuzz_targets.targets()
+    table = {**fuzz_targets.targets(), **fuzz_targets.probes()}
     while True:
         job = conn.recv()
         if job is None:
