@@ -29,7 +29,7 @@ On the `ncdoc check` path with --env: no `re` (the shell-file reader imports it 
 
 from __future__ import annotations
 
-from ncdoc.errors import InputError, UsageError
+from ncdoc.errors import InputError, shown, UsageError
 from ncdoc.snapshot import EnvValue, NcclEnv, Status
 
 TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
@@ -167,8 +167,9 @@ def parse_conf(text: str, source: str) -> list[EnvValue]:
 def parse_shell_env(text: str, source: str) -> list[EnvValue]:
     """`export K=V` / `K=V` / `K="V"` lines; a line that is none of these is an error (file:line)."""
     import re
-    import shlex
-    assign = re.compile(r"^\s*(?:export\s+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
+
+    from ncdoc.readers.shellwords import split     # linear: shlex copies a token per character
+    assign = re.compile(r"^[ \t]*(?:export[ \t]+)?([A-Za-z_][A-Za-z0-9_]*)=(.*)$")
     out = []
     for n, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -176,10 +177,10 @@ def parse_shell_env(text: str, source: str) -> list[EnvValue]:
             continue
         m = assign.match(line)
         if not m:
-            raise InputError(f"not a KEY=VALUE line: {raw.strip()[:60]!r}", path=source, line=n)
+            raise InputError(f"not a KEY=VALUE line: {shown(raw.strip())}", path=source, line=n)
         name, rest = m.group(1), m.group(2)
         try:
-            parts = shlex.split(rest, comments=True, posix=True) if rest.strip() else [""]
+            parts = split(rest) if rest.strip() else [""]
         except ValueError as exc:
             raise InputError(f"{name}: {exc} (unbalanced quotes?)", path=source, line=n) from None
         if len(parts) > 1:

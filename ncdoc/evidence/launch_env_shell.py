@@ -10,15 +10,18 @@ from __future__ import annotations
 
 import bisect
 import re
-import shlex
+
+from ncdoc.readers.shellwords import split
 
 from ncdoc.evidence.launch_env_collector import ASSIGN, NAME, NAME_RE, Collector
 from ncdoc.evidence.launch_env_model import relevant
 
 _K8S_NAME = re.compile(rf"""^\s*(?:-\s*)?name:\s*["']?({NAME})["']?\s*$""")
 _K8S_VALUE = re.compile(r"""^\s*(value|valueFrom):\s*(.*\S|)\s*$""")
-_MAPPING = re.compile(rf"""(?<![A-Za-z0-9_])["']?({NAME})["']?\s*:\s*"""
-                      rf"""("[^"]*"|'[^']*'|[^,{{}}\[\]#\s][^,}}#]*?)\s*(?=,|}}|#|$)""")
+# A bare value runs to the next ',', '}' or '#' without its trailing blanks: greedy, ending on a non-blank (a lazy
+# run before "\s*" would retry the whole blank run at each of its characters: 20 KB of spaces took seconds).
+_MAPPING = re.compile(rf"""(?<![A-Za-z0-9_])["']?({NAME})["']?[ \t]*:[ \t]*"""
+                      rf"""("[^"]*"|'[^']*'|[^,{{}}\[\]#\s](?:[^,}}#]*[^,}}#\s])?)\s*(?=,|}}|#|$)""")
 _LIST_ITEM = re.compile(rf"""^\s*-\s*["']?({NAME})=(.*)$""")
 _DIRECTIVE = re.compile(r"^\s*#(SBATCH|PBS)\s+(.*)$")
 
@@ -259,10 +262,7 @@ def _unquote(value: str) -> str:
 
 def shell_words(line: str) -> list[str]:
     """Split like a POSIX shell (quotes, escapes, comments); separators ; & | ( ) are their own words."""
-    lex = shlex.shlex(line, posix=True, punctuation_chars=";&|()")
-    lex.whitespace_split = True
-    lex.commenters = "#"
     try:
-        return list(lex)
+        return split(line, punctuation=";&|()")
     except ValueError:                               # an unbalanced quote: take the words as they are
         return line.split()
