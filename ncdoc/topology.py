@@ -25,6 +25,7 @@ from __future__ import annotations
 from ncdoc.startup.record import record
 
 from ncdoc.snapshot import OK, UNKNOWN, Snapshot, Status
+from ncdoc.readers.numbers import is_digits
 
 PATH_TYPES = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")  # order of closeness; NV# counts as NV
 
@@ -97,7 +98,8 @@ def natural_key(name: str) -> list:
         while j < n and (name[j] in _DIGITS) == digit:
             j += 1
         t = name[i:j]
-        out.append((0, int(t), "") if digit else (1, 0, t))
+        # a run past 20 digits sorts after every real number (int() of it would cost, or fail past 4,300)
+        out.append(((0, int(t), "") if len(t) <= 20 else (0, 10 ** 20 + len(t), t)) if digit else (1, 0, t))
         i = j
     return out
 
@@ -215,12 +217,12 @@ def _rails(endpoints, matrix, nic_names) -> dict[str, tuple[str, ...]]:
 
 def _int_or_none(s: str | None) -> int | None:
     t = s.strip() if s is not None else ""           # \s*[0-9]+\s*
-    return int(s) if t and t.isascii() and t.isdigit() else None
+    return int(s) if t and len(t) <= 20 and t.isascii() and t.isdigit() else None
 
 
 def _gpu_label(lab: str) -> bool:
     """regex GPU(\\d+), ignoring case (no character but g/G, p/P, u/U folds to G, P, U)."""
-    return lab[:3].lower() == "gpu" and lab[3:].isdecimal()
+    return lab[:3].lower() == "gpu" and is_digits(lab[3:])
 
 
 def _from_matrix(snapshot: Snapshot) -> Topology:
@@ -246,7 +248,7 @@ def _from_matrix(snapshot: Snapshot) -> Topology:
             endpoints.append(Endpoint(lab, "gpu", gpu_names.get(idx, lab), None, numa[lab], idx))
     for lab in labels:
         if not _gpu_label(lab):
-            nic = lab[:3] == "NIC" and lab[3:].isdecimal()         # NIC(\d{1,20}(?!\d))
+            nic = lab[:3] == "NIC" and is_digits(lab[3:])         # NIC(\d{1,20}(?!\d))
             endpoints.append(Endpoint(lab, "nic", pm.nic_names.get(lab, lab), None, numa[lab],
                                       int(lab[3:]) if nic else ni))
             ni += 1

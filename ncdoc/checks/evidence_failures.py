@@ -12,6 +12,7 @@ from ncdoc.checks.evidence_common import (cite_cuda, cite_kind, cite_problems, c
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Hit
 from ncdoc.nccl.parse import version_cmp
+from ncdoc.readers.numbers import is_digits
 
 # ---------------------------------------------------------------- TCP reachability
 
@@ -180,7 +181,7 @@ def gpu_out_of_memory(ctx: Context):
     allocs = [(log, p) for log in ctx.logs for p in _oom(log)]
     if not oom and not allocs:
         return
-    sizes = sorted({int(p.details["bytes"]) for _, p in allocs if str(p.details.get("bytes", "")).isdigit()})
+    sizes = sorted({int(p.details["bytes"]) for _, p in allocs if is_digits(str(p.details.get("bytes", "")))})
     ranks = sorted({_where(p) for _, p in allocs if p.host} | {
         f"{e.host}" for e in oom if e.host and e.origin == "tests"})
     peers_gone = [p for log in ctx.logs for p in log.problems_of("socket_closed_by_peer")]

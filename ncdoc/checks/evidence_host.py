@@ -16,6 +16,7 @@ from ncdoc.engine.rules import Context, check
 from ncdoc.evidence.host_output import driver_branch
 from ncdoc.findings import Evidence, Hit
 from ncdoc.nccl import cuda_versions as cv
+from ncdoc.readers.numbers import is_digits
 
 
 def _hosts(ctx: Context) -> list:
@@ -198,7 +199,7 @@ def nccl_missing_gpu_arch(ctx: Context):
 
 def _cc(sm: str) -> str:
     """"12.0" of sm_120 / "120", "9.0" of "90"."""
-    return f"{sm[:-1]}.{sm[-1]}" if sm and sm.isdigit() and len(sm) >= 2 else sm
+    return f"{sm[:-1]}.{sm[-1]}" if sm and is_digits(sm) and len(sm) >= 2 else sm
 
 
 def _framework_arch(h) -> Hit:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from ncdoc.engine.rules import Context, check
 from ncdoc.evidence.ras_model import TRANSITIONAL
 from ncdoc.findings import Evidence, Hit
+from ncdoc.readers.numbers import is_digits
 
 _MAX = 4
 
@@ -117,10 +118,10 @@ def _count_gap(issue) -> tuple[str, int | None]:
     """What an operation-count mismatch says in words, and the largest gap between launch counts."""
     nums = []
     for g in issue.groups:
-        if g.value.isdigit():
+        if is_digits(g.value):
             nums.append(int(g.value))
     for x in issue.ranks:
-        if x.value.isdigit():
+        if is_digits(x.value):
             nums.append(int(x.value))
     gap = max(nums) - min(nums) if len(nums) > 1 else None
     return issue.what, gap
@@ -155,13 +156,13 @@ def ras_collective_mismatch(ctx: Context):
             counts = {g.value: g for g in i.groups}
             ahead = behind = None
             if singles:
-                top = max(int(g.value) for g in i.groups if g.value.isdigit()) if counts else None
-                behind = [x for x in singles if top is not None and x.value.isdigit() and int(x.value) < top]
-                ahead = [x for x in singles if top is not None and x.value.isdigit() and int(x.value) > top]
+                top = max(int(g.value) for g in i.groups if is_digits(g.value)) if counts else None
+                behind = [x for x in singles if top is not None and is_digits(x.value) and int(x.value) < top]
+                ahead = [x for x in singles if top is not None and is_digits(x.value) and int(x.value) > top]
             elif listed and len(i.groups) >= 2:
                 listed_group = next(g for g in i.groups if g.members)
-                others = [g for g in i.groups if g is not listed_group and g.value.isdigit()]
-                if listed_group.value.isdigit() and others:
+                others = [g for g in i.groups if g is not listed_group and is_digits(g.value)]
+                if is_digits(listed_group.value) and others:
                     if int(listed_group.value) > max(int(g.value) for g in others):
                         ahead = list(listed_group.members)
                     else:

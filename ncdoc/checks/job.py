@@ -12,6 +12,7 @@ from __future__ import annotations
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit
 from ncdoc.nccl.devices import is_active
+from ncdoc.readers.numbers import is_digits
 
 # NVML errors other rules explain better, or that say nothing about the node.
 _NOT_INIT_FAILURES = ("", "NotInstalled", "Timeout", "LibRmVersionMismatch")
@@ -47,14 +48,14 @@ def fewer_gpus_than_allocated(ctx: Context):
         return
     uuids = {g.uuid for g in snap.gpus.gpus if g.uuid}
     for pos, item in enumerate(cvd.items):
-        if item.isdigit():
+        if is_digits(item):
             bad = int(item) >= have
         elif item.startswith("GPU-"):
             bad = bool(uuids) and not any(u.startswith(item) for u in uuids)
         else:
             continue                       # MIG devices and other forms: not judged here
         if bad:
-            what = f"GPU {item}, but {how} (0-{have - 1})" if item.isdigit() else \
+            what = f"GPU {item}, but {how} (0-{have - 1})" if is_digits(item) else \
                 f"{item}, which is none of this node's GPUs ({how})"
             yield Hit(f"CUDA_VISIBLE_DEVICES={cvd.text} names {what}: CUDA stops at it, so the job sees only "
                       f"{pos} GPU(s)", (_claim_ev(cvd), Evidence(how, "gpus")), subject="CUDA_VISIBLE_DEVICES")

@@ -9,6 +9,7 @@ from __future__ import annotations
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl.devices import is_active, link_layer, selected_ports
+from ncdoc.readers.numbers import is_digits
 
 # Counters that only grow on physical or link-level faults (not congestion: port_xmit_wait,
 # port_xmit_discards are left out).
@@ -38,7 +39,7 @@ def _is_vf(h) -> bool:
     if h.vendor_part_id in _MLX_VF_IDS:
         return True
     t = (h.hca_type or "").upper()
-    return t.startswith("MT") and t[2:].isdecimal() and int(t[2:]) in _MLX_VF_IDS
+    return t.startswith("MT") and is_digits(t[2:]) and int(t[2:]) in _MLX_VF_IDS
 
 
 def _zero_guid(h) -> bool:
@@ -228,7 +229,7 @@ def roce_mtu_mismatch(ctx: Context):
 
 def _gts(speed: str | None) -> float | None:
     s = (speed or "").lstrip()                             # regex \s*([\d.]+)\s*GT/s at the start
-    number = _leading(s, lambda c: c == "." or c.isdecimal())
+    number = _leading(s, lambda c: c == "." or is_digits(c))
     return float(number) if number and s[len(number):].lstrip().startswith("GT/s") else None
 
 

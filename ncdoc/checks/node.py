@@ -13,6 +13,7 @@ from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl.parse import version_cmp
 from ncdoc.nccl.devices import is_active
+from ncdoc.readers.numbers import is_digits
 
 MELLANOX, AMAZON = "0x15b3", "0x1d0f"
 # fabrics whose NICs NCCL reaches only through an external net plugin
@@ -129,7 +130,7 @@ def peermem_not_loaded(ctx: Context):
 def _ofed_release(rdma_core: str | None) -> tuple[int, int] | None:
     """(YY, MM) of an MLNX_OFED/DOCA rdma-core ("2307mlnx47-1.2310036" -> (23, 7)); None if not MLNX."""
     s = rdma_core or ""                 # regex (\d{2})(\d{2})mlnx at the start; no `re` on the check path
-    return (int(s[:2]), int(s[2:4])) if s[4:8] == "mlnx" and s[:4].isdecimal() else None
+    return (int(s[:2]), int(s[2:4])) if s[4:8] == "mlnx" and is_digits(s[:4]) else None
 
 
 @check("nccl_peermem_detection_bug")

@@ -32,18 +32,8 @@ class Attr:
 
 def natural(text: str) -> list:
     """Sort key that puts mlx5_2 before mlx5_10 and GPU2 before GPU10."""
-    out, num = [], ""
-    for ch in text:
-        if ch.isdigit():
-            num += ch
-            continue
-        if num:
-            out.append((1, int(num), ""))
-            num = ""
-        out.append((0, 0, ch))
-    if num:
-        out.append((1, int(num), ""))
-    return out
+    from ncdoc.topology import natural_key       # the one natural order (ASCII digit runs, bounded)
+    return natural_key(text)
 
 
 def _peermem(modules: dict) -> str | None:

@@ -25,6 +25,7 @@ import shutil
 from dataclasses import dataclass, field
 
 from ncdoc.errors import UsageError
+from ncdoc.readers.numbers import is_digits
 
 LAUNCHERS = ("slurm", "mpirun", "ray", "local")
 CLOCK_MARK = "ncdoc-node"
@@ -177,11 +178,11 @@ def parse_marks(stderr: str) -> Marks:
                     clock = float(parts[2])
                 except ValueError:               # a date without %N: whole seconds
                     digits = parts[2].split(".")[0]
-                    clock = float(digits) if digits.isdigit() else None
+                    clock = float(digits) if is_digits(digits) else None
                 continue
         if line.startswith(EXIT_MARK + " "):
             value = line.split()[1] if len(line.split()) > 1 else ""
-            rc = int(value) if value.lstrip("-").isdigit() else None
+            rc = int(value) if is_digits(value.lstrip("-")) else None
             continue
         keep.append(line)
     return Marks(node, clock, rc, "\n".join(keep) + ("\n" if keep else ""))

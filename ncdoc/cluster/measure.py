@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from ncdoc.cluster import bench
 from ncdoc.cluster.isolation import Outcome
+from ncdoc.readers.numbers import is_digits
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def parse_rails(text: str) -> list[Rail]:
     for i, item in enumerate(x.strip() for x in text.split(",") if x.strip()):
         dev, _, gpu = item.partition("@")
         hca, _, port = dev.partition(":")
-        if not hca or (port and not port.isdigit()) or (gpu and not gpu.isdigit()):
+        if not hca or (port and not is_digits(port)) or (gpu and not is_digits(gpu)):
             raise UsageError(f"--rails {item!r}: expected HCA:PORT@GPU, e.g. mlx5_0:1@0")
         out.append(Rail(hca, int(port or 1), int(gpu) if gpu else i))
     return out

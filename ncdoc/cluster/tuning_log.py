@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass, field
+from ncdoc.readers.numbers import is_digits
 
 _PREFIX = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)$")
 _TUNE_NAMED = re.compile(r"^(?P<coll>\w+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
@@ -46,14 +47,14 @@ COLLECTIVE_FUNC = {"all_reduce": "AllReduce", "all_gather": "AllGather", "reduce
 
 
 def algo_name(token: str) -> str:
-    if token.isdigit():
+    if is_digits(token):
         i = int(token)
         return ALGO_IDS[i] if i < len(ALGO_IDS) else token
     return _ALGO_NAMES.get(token.upper(), token)
 
 
 def proto_name(token: str) -> str:
-    if token.isdigit():
+    if is_digits(token):
         i = int(token)
         return PROTO_IDS[i] if i < len(PROTO_IDS) else token
     return _PROTO_NAMES.get(token.upper(), token)
@@ -115,7 +116,7 @@ def read(lines) -> RankLog:
         e = _ENV.match(msg)
         if e:
             value = e.group("value")
-            if value.endswith(".") and value[:-1].lstrip("-").isdigit():
+            if value.endswith(".") and is_digits(value[:-1].lstrip("-")):
                 value = value[:-1]
             out.env.setdefault(rank, {})[e.group("name")] = value
             continue

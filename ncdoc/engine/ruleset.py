@@ -13,6 +13,7 @@ import sys
 from ncdoc.engine.rules import CHECKS, COMPILED_SCHEMA, Rule, lean_rule, runnable_checks
 from ncdoc.errors import InputError, UsageError
 from ncdoc.startup.json_load import load_file
+from ncdoc.readers.numbers import is_digits
 
 TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
 if TYPE_CHECKING:
@@ -119,7 +120,7 @@ class RuleSet:
             return [rule]
         t = token.upper()
         digits = t[2:]
-        if t[:2] == "NC" and len(digits) <= 4 and (not digits or digits.isdecimal()):   # NC\d{0,4}
+        if t[:2] == "NC" and len(digits) <= 4 and (not digits or is_digits(digits)):   # NC\d{0,4}
             return [r for r in self.rules if r.code.startswith(t)]
         return []
 

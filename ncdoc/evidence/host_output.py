@@ -21,6 +21,7 @@ from typing import Any
 
 from ncdoc.evidence.citation import Citation, CitationBook
 from ncdoc.evidence.wrappers import strip_wrappers
+from ncdoc.readers.numbers import is_digits
 
 _MEMLOCK = re.compile(r"^max locked memory\s+\(kbytes, -l\)\s+(\S+)")
 _NVML_FAIL = re.compile(r"Failed to initialize NVML: (.*\S|.)\s*$")
@@ -141,7 +142,7 @@ def parse_host_numbered(numbered: Iterable[tuple[int, str]], source: str = "") -
             v = m.group(1)
             if v == "unlimited":
                 f["memlock_unlimited"], f["memlock_kib"] = True, None
-            elif v.isdigit():
+            elif is_digits(v):
                 f["memlock_unlimited"], f["memlock_kib"] = False, int(v)
             book.add("memlock", n, text)
         elif (m := _NVML_FAIL.search(s)):
@@ -203,7 +204,7 @@ def driver_branch(version: str | None) -> int | None:
     if not version:
         return None
     head = version.split(".", 1)[0]
-    return int(head) if head.isdigit() else None
+    return int(head) if is_digits(head) else None
 
 
 __all__ = ["MARKERS", "HostOutput", "Registration", "parse_host_output", "parse_host_numbered", "has_host_output", "driver_branch"]

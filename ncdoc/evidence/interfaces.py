@@ -9,6 +9,7 @@ The kind names match ncdoc.snapshot.NetIf.kind.
 from __future__ import annotations
 
 import ipaddress
+from ncdoc.readers.numbers import is_digits
 
 # name prefix -> kind, for interfaces a log only names (no sysfs to ask).
 _NAME_KINDS = (
@@ -39,7 +40,7 @@ def iface_kind(name: str) -> str:
         return "loopback"
     for prefix, kind in _NAME_KINDS:
         if prefix != "lo" and name.startswith(prefix):
-            if prefix == "ib" and not (name[2:3].isdigit() or name[2:3] in ("p", "s")):
+            if prefix == "ib" and not (is_digits(name[2:3]) or name[2:3] in ("p", "s")):
                 continue    # ib0, ibp12s0, ibs1 are IPoIB; "ibmveth" is not
             return kind
     if "." in name:

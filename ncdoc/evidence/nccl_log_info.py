@@ -18,6 +18,7 @@ from ncdoc.evidence.nccl_log_net import (
 )
 from ncdoc.evidence.nccl_log_state import CommTally, RankTally, ScanState
 from ncdoc.evidence.wrappers import drop_repeat_suffix
+from ncdoc.readers.numbers import is_digits
 
 _CROSS_NIC = re.compile(r"crossNic (\d{1,20}(?!\d))")
 MAX_SMALL = 64            # small sets: ranks and directions without GDR
@@ -116,7 +117,7 @@ def handle_info(st: ScanState, pre: P.Prefix, rank: RankTally | None, msg: str, 
         if entry is not None:
             entry["details"].setdefault("hint", msg[:200])
         return None
-    if c.isdigit():
+    if is_digits(c):
         m = P.CHANNEL_SUMMARY.match(msg)
         if m:
             st.channel_summary = tuple(int(g) if g else None for g in m.groups())
@@ -132,7 +133,7 @@ def _env(st: ScanState, msg: str, lineno: int, text: str) -> tuple:
     if not m:
         return SEEN
     name, value = m.group(1), m.group(2)
-    if value.endswith(".") and value[:-1].lstrip("-").isdigit():
+    if value.endswith(".") and is_digits(value[:-1].lstrip("-")):
         value = value[:-1]                       # "%s set by environment to %lld." ends with a full stop
     st.env[name] = value
     seen = st.env_values.setdefault(name, {})

@@ -19,6 +19,7 @@ from ncdoc.evidence.error_codes import NCCL_RESULT  # noqa: F401
 from ncdoc.evidence.nccl_log_errors import MAX_MESSAGE, Classified, classify_error  # noqa: F401
 from ncdoc.evidence.wrappers import strip_wrappers, wrapper_end
 from ncdoc.nccl.parse import version_tuple
+from ncdoc.readers.numbers import is_digits
 
 # ---------------------------------------------------------------- block patterns (bytes)
 
@@ -147,7 +148,7 @@ def parse_prefix_long(pre: str) -> Prefix:
     dev = None
     if text.endswith("]"):
         k = text.rfind("[")
-        if k >= 0 and text[k + 1:-1].isdigit():
+        if k >= 0 and is_digits(text[k + 1:-1]):
             dev, text = int(text[k + 1:-1]), text[:k].rstrip()
     token = text[text.rfind(" ") + 1:] if text else ""
     for tag_end in (">:", "]:"):                 # [1,0]<stdout>:host..., [default0]:host...
@@ -158,7 +159,7 @@ def parse_prefix_long(pre: str) -> Prefix:
         return Prefix(dev=dev, file=file, func=func)
     parts = token.split(":")
     host = parts[0]
-    if host.isdigit() and len(parts) == 1:       # "0: " srun label without a host
+    if is_digits(host) and len(parts) == 1:       # "0: " srun label without a host
         return Prefix(dev=dev, file=file, func=func)
     return Prefix(host, parts[1] if len(parts) > 1 else None, parts[2] if len(parts) > 2 else None,
                   dev, file, func)
@@ -219,7 +220,7 @@ def path_name(distance: int, version: str | None) -> str | None:
 
 
 def algo_name(token: str, table: tuple[str, ...]) -> str:
-    if token.isdigit():
+    if is_digits(token):
         i = int(token)
         return table[i] if i < len(table) else token
     for name in table:
@@ -231,10 +232,10 @@ def algo_name(token: str, table: tuple[str, ...]) -> str:
 def parse_trace(msg: str) -> tuple[str, int, int] | None:
     """`transport/net.cc:1301 -> 6`: (file, line, ncclResult_t), read without a backtracking regex."""
     head, sep, tail = msg.partition(" -> ")
-    if not sep or not tail.strip().isdigit():
+    if not sep or not is_digits(tail.strip()):
         return None
     path, _, line = head.rpartition(":")
-    if not line.isdigit() or "." not in path or " " in path or not path:
+    if not is_digits(line) or "." not in path or " " in path or not path:
         return None
     return path, int(line), int(tail.strip())
 

@@ -16,6 +16,7 @@ from ncdoc.evidence.error_codes import NCCL_RESULT, NCCL_RESULT_BY_TEXT, cuda_er
 from ncdoc.evidence.nccl_tests_derive import collective_name, derive, nccl_version_from_code
 from ncdoc.evidence.nccl_tests_model import Device, Failure, GroupResult, NcclTestsFacts, Row
 from ncdoc.evidence.wrappers import drop_repeat_suffix, wrapper_end
+from ncdoc.readers.numbers import is_digits
 
 MAX_ROWS = 20000
 MAX_FAILURES = 32          # failure lines kept; every process prints its own, up its call stack
@@ -98,7 +99,7 @@ class TextParser:
             return
         if self.command_part or "_perf" in s or s.endswith("\\"):
             self._command(number_, s)
-        if s[0].isdigit():
+        if is_digits(s[0]):
             self._row(number_, text, s)
             self.free_text.clear()
         elif len(self.free_text) < _NOTE_LINES:
@@ -260,7 +261,7 @@ class TextParser:
                 self.layout["redop"] = bool(redop)
         if has_root and toks:
             root_tok = toks.pop(0)
-            root = int(root_tok) if root_tok.lstrip("-").isdigit() else None
+            root = int(root_tok) if is_digits(root_tok.lstrip("-")) else None
         if self.layout.get("wrong") is None and len(toks) >= 4 and _OLD_ERROR.match(toks[3]):
             self.layout["wrong"] = "error"          # old outputs print the max error ("5e-07", "0e+00")
         groups = [_group(toks[i:i + width], width) for i in (0, width)]

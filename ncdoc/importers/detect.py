@@ -121,6 +121,9 @@ def embedded_node_kinds(text: str) -> tuple[str, ...]:
     return tuple(kinds)
 
 
+SIGN_CHARS = 1 << 20          # the head detection reads signs in, as streamed inputs have it (inputs.HEAD_BYTES)
+
+
 class Sample:
     """What detection looks at: the text without a byte-order mark, the same lines without the launcher and
     log-shipper prefixes in front of them (`clean`, made when a sign first asks), and, when it is JSON,
@@ -145,6 +148,11 @@ class Sample:
                     self.json_error = f"looks like JSON but is not valid JSON ({getattr(exc, 'msg', exc)}{where})"
             except RecursionError:
                 self.json_error = "looks like JSON but nests too deeply to read"
+        if len(self.text) > SIGN_CHARS:
+            # the signs are read in the head (a kind shows in its first lines; every sign is a search over
+            # the whole sample, and a 64 MB text would take seconds per kind); JSON above was read whole
+            self.text = self.text[:SIGN_CHARS].rsplit("\n", 1)[0]
+            self.stripped = self.text.lstrip()
 
     @property
     def is_json(self) -> bool:

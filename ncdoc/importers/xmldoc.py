@@ -5,6 +5,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from ncdoc.errors import InputError
+from ncdoc.readers.numbers import is_digits
 
 
 def parse_xml(text: str, what: str) -> tuple[ET.Element, bool]:
@@ -72,7 +73,7 @@ def mask_to_cpulist(mask: str | None) -> str:
 def single_bit(mask: str | None) -> int | None:
     """The one set bit of a hwloc nodeset ("0x00000002" -> 1); None for zero or several bits."""
     lst = mask_to_cpulist(mask)
-    return int(lst) if lst.isdigit() else None
+    return int(lst) if is_digits(lst) else None
 
 
 def pci_kind(class_code: str | None, vendor: str | None) -> str:

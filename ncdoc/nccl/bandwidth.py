@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Sequence
 
 from ncdoc.snapshot import Port, Snapshot
+from ncdoc.readers.numbers import is_digits
 
 # anchors.md "Multi-node": ring all-reduce across nodes reaches about 92 % of the aggregate
 # rate of the rail NICs (Together AI acceptance threshold quoted in CRE ADR-021: ~370 GB/s
@@ -145,7 +146,7 @@ def hca_filter(spec: str | None) -> Callable[[str, int | None], bool]:
         if not item:
             continue
         name, _, port = item.partition(":")
-        entries.append((name, int(port) if port.isdigit() else None))
+        entries.append((name, int(port) if is_digits(port) else None))
 
     def match(dev: str, port: int | None) -> bool:
         hit = any((dev == n if exact else dev.startswith(n)) and (p is None or port is None or p == port)

@@ -9,6 +9,7 @@ major release's first driver; before 11 each toolkit needed its own driver.
 """
 
 from __future__ import annotations
+from ncdoc.readers.numbers import is_digits
 
 # (CUDA version, minimum Linux driver branch of its first release), newest first
 _CUDA_DRIVER = (
@@ -43,11 +44,11 @@ def version(text: str | int | None) -> tuple[int, int] | None:
     if text is None:
         return None
     s = str(text).strip()
-    if s.isdigit() and len(s) >= 4:
+    if is_digits(s) and len(s) >= 4:
         n = int(s)
         return n // 1000, n % 1000 // 10
     parts = s.split(".")
-    if len(parts) >= 2 and parts[0].isdigit() and parts[1][:2].isdigit():
+    if len(parts) >= 2 and is_digits(parts[0]) and is_digits(parts[1][:2]):
         return int(parts[0]), int(parts[1][:2])
     return None
 

@@ -59,7 +59,9 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
         return _VERSIONS[text]
     s = text.lstrip()                    # \s: str.isspace(), as str.lstrip() strips
     number = _dotted_number(s[1:] if s[:1] == "v" else s)
-    tp = tuple(int(x) for x in number.split(".")) if number else None
+    parts = number.split(".") if number else ()
+    # a part past 9 digits is no release (and int() stops at 4,300): not a version
+    tp = tuple(int(x) for x in parts) if parts and all(len(x) <= 9 for x in parts) else None
     if len(_VERSIONS) < 4096:
         _VERSIONS[text] = tp
     return tp
@@ -171,6 +173,8 @@ def strtoll(text: str) -> IntParse:
         i += 1
     if i == start:
         return IntParse(text, 0, "nodigits", text)
+    if len(text[start:i].lstrip("0")) > 22:     # past 64 bits in any base (22 octal digits): no int() of it
+        return IntParse(text, None, "overflow", text[i:])
     number = int(text[start:i], base)
     if base == 8 and i - start > 1 and number != int(text[start:i], 10):
         octal = True
@@ -223,6 +227,8 @@ def _atoi(s: str) -> int:
     s = s.lstrip(" \t\n\v\f\r")
     sign = s[:1] if s[:1] in ("+", "-") else ""
     digits = _leading_digits(s[len(sign):])
+    if len(digits.lstrip("0")) > 19:           # past 64 bits: glibc's strtol saturates (no int() of it)
+        return -(2 ** 63) if sign == "-" else 2 ** 63 - 1
     return int(sign + digits) if digits else 0
 
 
@@ -313,10 +319,9 @@ def parse_level(value: str, *, version: str | None = None) -> tuple[str | None, 
     names = level_names(version)
     if value in names:
         return value, "name"
-    if value[:1].isdigit():
-        import re    # rare: a legacy integer level
-        m = re.match(r"\d+", value)
-        n = min(int(m.group(0)), 5)
+    digits = _leading_digits(value)
+    if digits:       # rare: a legacy integer level
+        n = 5 if len(digits.lstrip("0")) > 1 else min(int(digits), 5)
         return _LEGACY_LEVELS[n], "legacy integer"
     return None, "ignored"
 

@@ -6,6 +6,7 @@ Built on ncdoc.nccl.parse (the parsing itself) and the variable table (ncdoc.ncc
 """
 
 from __future__ import annotations
+from ncdoc.readers.numbers import is_digits
 
 # `re` is imported inside the few rare branches that need it: this module is on the
 # `ncdoc check` path, whose start-up budget cannot pay for the regex machinery.
@@ -85,10 +86,10 @@ def _int_suggestion(value: str) -> str | None:
     m = re.fullmatch(r"(\d{1,20}(?!\d))\s*([kmg]i?b?)", v)
     if m and m.group(2) in _SIZE_SUFFIX:
         return str(int(m.group(1)) * _SIZE_SUFFIX[m.group(2)])
-    m = re.fullmatch(r"(\d+(?:\.\d+)?)e(\d{1,20}(?!\d))", v)
+    m = re.fullmatch(r"(\d{1,20}(?:\.\d{1,20})?)e(\d{1,2})", v)      # 1e6; bounded: 10**huge is no value
     if m:
         f = float(m.group(1)) * 10 ** int(m.group(2))
-        if f == int(f):
+        if f - f == 0 and f == int(f) and f < 2 ** 63:
             return str(int(f))
     return None
 
@@ -228,7 +229,7 @@ def _netdevs_policy(value: str, version: str | None) -> list[Problem]:
     v = value.upper()
     if v in ("AUTO", "ALL"):
         return []
-    if v.startswith("MAX:") and v[4:].isdecimal() and int(v[4:]) > 0:     # MAX:(\d{1,20}(?!\d))
+    if v.startswith("MAX:") and is_digits(v[4:]) and int(v[4:]) > 0:     # MAX:(\d{1,20}(?!\d))
         return []
     return [Problem("warning", f"{value!r} is not AUTO, ALL or MAX:<n>; NCCL uses AUTO")]
 
@@ -262,7 +263,7 @@ def _addr_range(value: str, version: str | None) -> list[Problem]:
     if not sep:
         return [Problem("warning", f"{value!r} has no '/<prefix length>': NCCL ignores the range")]
     limit = 32 if ":" not in addr else 128
-    if not mask.isdigit() or int(mask) > limit:
+    if not is_digits(mask) or int(mask) > limit:
         return [Problem("warning", f"prefix length {mask!r} is not 0..{limit}: NCCL ignores the range")]
     return []
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ncdoc.topology import Topology, normalize_bus_id
+from ncdoc.readers.numbers import is_digits
 
 KINDS = ("socket", "hostbridge", "switch", "gpu", "nic", "nvswitch")
 PATH_COLOURS_ORDER = ("NV", "PIX", "PXB", "PHB", "NODE", "SYS")
@@ -82,7 +83,7 @@ class TopoGraph:
 def path_class(path: str | None) -> str:
     """NV#, PIX, ... as the family a legend colours ("NV" for every NV#; "unknown" otherwise)."""
     p = (path or "").strip().upper()
-    if p.startswith("NV") and p[2:].isdecimal():
+    if p.startswith("NV") and is_digits(p[2:]):
         return "NV"
     if p == "SOC":
         return "SYS"

@@ -15,6 +15,7 @@ import re
 
 from ncdoc.evidence.wrappers import strip_wrappers
 from ncdoc.findings import Evidence, Report
+from ncdoc.readers.numbers import is_digits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -64,7 +65,7 @@ def index_listing(lines: Sequence[str]) -> dict[tuple[str, int], dict[str, int]]
             out.setdefault((dev, port), {"_device": dev_line, "_port": n})
             continue
         m = _SHOW_GIDS.match(s)
-        if m and m.group(2).isdigit():
+        if m and is_digits(m.group(2)):
             rec = out.setdefault((m.group(1), int(m.group(2))), {"_device": n, "_port": n})
             rec.setdefault(f"gid:{m.group(3)}", n)
             rec.setdefault("gids", n)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from ncdoc.readers.numbers import is_digits
 
 DEFAULT_NAME = "study.journal"
 
@@ -61,7 +62,7 @@ def _journal(path: Path) -> Any:
         held_by = driver.read_text().split()
     except OSError:
         held_by = []
-    if lock.is_symlink() and len(held_by) == 2 and held_by[0] == host and held_by[1].isdigit() and \
+    if lock.is_symlink() and len(held_by) == 2 and held_by[0] == host and is_digits(held_by[1]) and \
             not _alive(int(held_by[1])):
         lock.unlink(missing_ok=True)
     from ncdoc.envfiles.formats import write_atomic

@@ -73,22 +73,26 @@ def parse_conf(text: str) -> list[Rule]:
     return rules
 
 
+def _digits(text: str) -> str:
+    """The leading ASCII digits of `text`."""
+    n = 0
+    while n < len(text) and "0" <= text[n] <= "9":
+        n += 1
+    return text[:n]
+
+
 def _ull(text: str) -> int:
-    digits = ""
-    for ch in text:
-        if not ch.isdigit():
-            break
-        digits += ch
+    digits = _digits(text)
+    if len(digits.lstrip("0")) > 20:                # past 64 bits: strtoull saturates
+        return MAX_BYTES
     return min(int(digits), MAX_BYTES) if digits else 0
 
 
 def _atoi(text: str) -> int:
     sign, body = (-1, text[1:]) if text.startswith("-") else (1, text)
-    digits = ""
-    for ch in body:
-        if not ch.isdigit():
-            break
-        digits += ch
+    digits = _digits(body)
+    if len(digits.lstrip("0")) > 19:
+        return sign * (2 ** 63 - 1)
     return sign * int(digits) if digits else 0
 
 

@@ -6,6 +6,7 @@ import sys
 
 from ncdoc.cli import rule_options as opt
 from ncdoc.errors import DeadlineExceeded, UsageError
+from ncdoc.readers.numbers import is_digits
 
 NAME = "check"
 HELP = "pre-launch gate: check this node for the job about to start; print problems only, exit 1 on errors"
@@ -77,7 +78,7 @@ def _count(text: str | None, flag: str, minimum: int = 0) -> int | None:
     if text is None:
         return None
     t = text.strip()
-    if not (t.isdigit() and t.isascii()) or int(t) < minimum:
+    if not (is_digits(t) and t.isascii()) or int(t) < minimum:
         raise UsageError(f"{flag} wants a whole number{' of 1 or more' if minimum else ''}, got {text!r}")
     return int(t)
 

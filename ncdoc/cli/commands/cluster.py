@@ -8,6 +8,7 @@ import sys
 
 from ncdoc.cli import rule_options as opt
 from ncdoc.errors import InputError, UsageError
+from ncdoc.readers.numbers import is_digits
 
 NAME = "cluster"
 HELP = "gather every node, find drift and the bad node or rail, record and compare the acceptance BOM"
@@ -290,7 +291,7 @@ def _sizes(text: str) -> tuple[int, ...]:
     for item in (x.strip().upper() for x in text.split(",") if x.strip()):
         unit = item[-1] if item[-1] in mult else ""
         num = item[:-1] if unit else item
-        if not num.isdigit():
+        if not is_digits(num):
             raise UsageError(f"--sizes {item!r}: expected a number with an optional K/M/G suffix")
         out.append(int(num) * mult.get(unit, 1))
     if not out:

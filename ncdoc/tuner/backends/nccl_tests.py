@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 from ncdoc.errors import UsageError
 from ncdoc.tuner.backends.launched import LaunchedBackend, LaunchOptions
 from ncdoc.tuner.space import Hardware
+from ncdoc.readers.numbers import is_digits
 
 
 def binary_name(collective: str) -> str:
@@ -59,12 +60,12 @@ def _parse_rows_minimal(text: str) -> dict[int, tuple[float, float, float, int |
         if line.lstrip().startswith("#") or not line.strip():
             continue
         f = line.split()
-        if len(f) < 13 or not f[0].isdigit():
+        if len(f) < 13 or not is_digits(f[0]):
             continue
         t, oop, inp = _num(f[5]), _num(f[7]), _num(f[11])
         if oop is None:
             continue
-        wrong = sum(int(w) for w in (f[8], f[12]) if w.isdigit()) if any(w.isdigit() for w in (f[8], f[12])) else None
+        wrong = sum(int(w) for w in (f[8], f[12]) if is_digits(w)) if any(is_digits(w) for w in (f[8], f[12])) else None
         out[int(f[0])] = (oop, inp if inp is not None else oop, t or 0.0, wrong)
     return out
 

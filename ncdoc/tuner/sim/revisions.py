@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ncdoc.nccl.parse import version_tuple
+from ncdoc.readers.numbers import is_digits
 
 # Index order as in NCCL (src/include/device.h, src/init.cc name tables).
 ALGOS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
@@ -208,7 +209,7 @@ def revision_for(version: tuple[int, int, int]) -> Revision:
 def parse_version(text: str) -> tuple[int, int, int]:
     """'2.21.5', '2.21.5+cuda12.1', 'v2.21.5-1' or a version code '22105' -> (2, 21, 5)."""
     s = text.strip().lstrip("vV")
-    if s.isdigit() and len(s) >= 5:
+    if is_digits(s) and len(s) >= 5:
         code = int(s)
         return (code // 10000, (code // 100) % 100, code % 100)
     parts = list(version_tuple(s) or ())[:3]
