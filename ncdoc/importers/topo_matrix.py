@@ -18,6 +18,10 @@ _PATH = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|C2C|NVB|P2C|PXN")
 _PATHS_GLUED = re.compile(rf"(?:{_PATH.pattern})+")
 _LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _TRAILING = (("CPU", "Affinity"), ("NUMA", "Affinity"), ("GPU", "NUMA", "ID"), ("NUMA",))
+# A column label: GPUn, NICn, or the RDMA device name old drivers print (mlx5_0, bnxt_re1, efa_0). Anything
+# else is no device: taking every header token as one made a pasted 16 KB line a matrix of 2,000 devices.
+_LABEL = re.compile(r"(?:GPU|NIC)\d{1,4}|[a-z][a-z0-9_.-]{0,31}")
+MAX_LABELS = 256              # GPUs and NICs of one node, with room: an NVL72 tray has 4 GPUs, an HGX 8 + 10 NICs
 
 
 def _norm(cell: str) -> str:
@@ -37,11 +41,14 @@ def _split_header(tokens: list[str]) -> tuple[list[str], list[str]]:
                 i += len(words)
                 break
         else:
-            if trailing:  # an unknown word after the affinity columns: keep it as a column name
-                trailing.append(tokens[i])
+            if trailing or not _LABEL.fullmatch(tokens[i]):
+                trailing.append(tokens[i])      # an unknown word: a column name, not a device
             else:
                 labels.append(tokens[i])
             i += 1
+    if len(labels) > MAX_LABELS:
+        raise InputError(f"the `nvidia-smi topo -m` header names {len(labels)} GPU and NIC columns; no node has "
+                         f"more than {MAX_LABELS}")
     return labels, trailing
 
 
@@ -101,9 +108,11 @@ def parse_topo_matrix(text: str, source: str = "") -> PathMatrix:
             raise InputError("no `nvidia-smi topo -m` matrix found (no header line starting with GPU0)")
         labels = []
         for t in rows[first:]:
-            if not t or not (_PATH.fullmatch(t[1].upper()) if len(t) > 1 else False):
+            if not t or not (_PATH.fullmatch(t[1].upper()) if len(t) > 1 else False) or not _LABEL.fullmatch(t[0]):
                 break
             labels.append(t[0])
+            if len(labels) > MAX_LABELS:
+                raise InputError(f"the `nvidia-smi topo -m` rows name more than {MAX_LABELS} GPUs and NICs")
         trailing, body_from, notes_truncated = ["CPU Affinity", "NUMA Affinity", "GPU NUMA ID"], first, True
     if not labels:
         raise InputError("the `nvidia-smi topo -m` header names no GPU or NIC columns")
