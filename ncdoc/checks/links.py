@@ -9,7 +9,7 @@ from __future__ import annotations
 from ncdoc.engine.rules import Context, check
 from ncdoc.findings import Evidence, Hit, Skip
 from ncdoc.nccl.devices import is_active, link_layer, selected_ports
-from ncdoc.readers.numbers import is_digits
+from ncdoc.readers.numbers import float_or_none, is_digits
 
 # Counters that only grow on physical or link-level faults (not congestion: port_xmit_wait,
 # port_xmit_discards are left out).
@@ -230,7 +230,8 @@ def roce_mtu_mismatch(ctx: Context):
 def _gts(speed: str | None) -> float | None:
     s = (speed or "").lstrip()                             # regex \s*([\d.]+)\s*GT/s at the start
     number = _leading(s, lambda c: c == "." or is_digits(c))
-    return float(number) if number and s[len(number):].lstrip().startswith("GT/s") else None
+    value = float_or_none(number) if number else None      # "1.2.3" or 400 digits: no speed
+    return value if value is not None and s[len(number):].lstrip().startswith("GT/s") else None
 
 
 @check("pcie_link_degraded")

@@ -14,7 +14,7 @@ import re
 from ncdoc.readers.shellwords import split
 
 from ncdoc.evidence.launch_env_collector import ASSIGN, NAME, NAME_RE, Collector
-from ncdoc.evidence.launch_env_model import relevant
+from ncdoc.evidence.launch_env_model import RELEVANT_PREFIXES, relevant
 
 _K8S_NAME = re.compile(rf"""^\s*(?:-\s*)?name:\s*["']?({NAME})["']?\s*$""")
 _K8S_VALUE = re.compile(r"""^\s*(value|valueFrom):\s*(.*\S|)\s*$""")
@@ -25,6 +25,9 @@ _MAPPING = re.compile(rf"""(?<![A-Za-z0-9_])["']?({NAME})["']?[ \t]*:[ \t]*"""
 _LIST_ITEM = re.compile(rf"""^\s*-\s*["']?({NAME})=(.*)$""")
 _DIRECTIVE = re.compile(r"^\s*#(SBATCH|PBS)\s+(.*)$")
 
+# Linux runs no command line past ARG_MAX (2 MiB of arguments and environment together): a longer "command"
+# is no launch line, and splitting millions of words of it would cost seconds
+_MAX_COMMAND = 2 << 20
 _DECLARE = ("export", "declare", "typeset", "readonly", "local")
 _SEPARATORS = {";", "&", "&&", "|", "||", "(", ")", "()", ";;", "|&"}
 # Words after which a shell starts a new command, whose leading NAME=V words are assignments again.
@@ -86,6 +89,8 @@ class ShellReader:
                     self.out.add(mm.group(1), _unquote(mm.group(2)), first, "yaml")
                 if found or _YAMLISH.match(logical):
                     continue
+            if len(logical) > _MAX_COMMAND or not any(p in logical for p in RELEVANT_PREFIXES):
+                continue            # nothing to read in it (no relevant name), or longer than any command can be
             prompt = _PROMPT.match(logical)
             if prompt:                  # a command pasted with its shell prompt: "$ NCCL_X=1 ./run", "me@n1:~$ ..."
                 starts = [(max(0, off - prompt.end()), ln) for off, ln in starts]

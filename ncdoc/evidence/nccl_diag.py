@@ -29,13 +29,14 @@ _RANKS = re.compile(r"\{([\d,]*)(?:,\.\.\.\} \(N=(\d{1,20}(?!\d))\)|\})")
 _COMM = re.compile(r"in comm (0x[0-9a-fA-F]+)")
 _P2P_COUNT = re.compile(r"(?:only )?(\d{1,20}(?!\d))/(\d{1,20}(?!\d)) (?:GPU-to-GPU peer accesses passed verification|directed GPU P2P edges "
                         r"verified)")
-_NET_SUMMARY = re.compile(r"([\d.]+)/([\d.]+)/([\d.]+) Gbit/s min/median/max ([\w-]+) bw \(across (\d{1,20}(?!\d)) ranks\)")
-_NET_OUTLIER = re.compile(r"([\w-]+) rank (\d{1,20}(?!\d)) \(([^)]*)\): ([\d.]+) Gbit/s, >(\d{1,20}(?!\d))% off median ([\d.]+) Gbit/s")
+# numbers bounded and searched from a token's start only (a run like [\d.]+ retried from each of its characters)
+_NET_SUMMARY = re.compile(r"(?<![\d.])(\d{1,20}(?:\.\d{1,20})?)/(\d{1,20}(?:\.\d{1,20})?)/(\d{1,20}(?:\.\d{1,20})?) Gbit/s min/median/max ([\w-]+) bw \(across (\d{1,20}(?!\d)) ranks\)")
+_NET_OUTLIER = re.compile(r"(?<![\w-])([\w-]+) rank (\d{1,20}(?!\d)) \(([^)]*)\): (\d{1,20}(?:\.\d{1,20})?) Gbit/s, >(\d{1,20}(?!\d))% off median (\d{1,20}(?:\.\d{1,20})?) Gbit/s")
 _ENV_VALUE = re.compile(r"^(NCCL_\w+)=(.*?) on rank\(s\) (\{.*)$")
 _ENV_VAR = re.compile(r"mismatch across \d+ ranks in comm \S+ for (NCCL_\w+)")
 _ENV_COUNT = re.compile(r"^(\d{1,20}(?!\d)) NCCL_\* env var\(s\) differ")
 _INCOMPLETE = re.compile(r"diagnostics incomplete, gathered (\d{1,20}(?!\d))/(\d{1,20}(?!\d)) ranks")
-_DONE = re.compile(r"diagnostics completed in ([\d.]+) ms across (\d{1,20}(?!\d)) (ranks|RAS peers)")
+_DONE = re.compile(r"diagnostics completed in (\d{1,20}(?:\.\d{1,20})?) ms across (\d{1,20}(?!\d)) (ranks|RAS peers)")
 
 MAX_LINES = 128
 MARKERS = ("NCCL DIAG",)          # what a text must hold for this parser to find anything

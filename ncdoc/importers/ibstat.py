@@ -47,7 +47,7 @@ def read_ibstat(lines: list[str]) -> list[HcaBuild]:
             p["state"] = port_state(val)
         elif key == "physical state" and val:
             p["phys_state"] = phys_state(val)
-        elif key == "rate" and (mr := re.match(r"([0-9]+(?:\.[0-9]+)?)", val)):
+        elif key == "rate" and (mr := re.match(r"([0-9]{1,20}(?:\.[0-9]{1,20})?)", val)):
             p["rate_gbps"] = float(mr.group(1))
             p["rate_text"] = val
         elif key == "base lid" and int_value(val) is not None:

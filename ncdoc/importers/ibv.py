@@ -140,7 +140,7 @@ def read_ibv_devinfo(lines: list[str]) -> tuple[list[HcaBuild], bool, list[str]]
         elif key == "active_width" and (mw := re.match(r"(\d{1,20}(?!\d))X", val)):
             width[id(p)] = int(mw.group(1))
             p["width"] = f"{mw.group(1)}X"
-        elif key == "active_speed" and (ms := re.match(r"([0-9]+(?:\.[0-9]+)?)\s*Gbps(?:\s*\(([0-9]+)\))?", val)):
+        elif key == "active_speed" and (ms := re.match(r"([0-9]{1,20}(?:\.[0-9]{1,20})?)\s*Gbps(?:\s*\(([0-9]{1,20})\))?", val)):
             lane[id(p)] = float(ms.group(1))
             code = int(ms.group(2)) if ms.group(2) else None
             p["speed"] = SPEED_CODE.get(code) or LANE_SPEED.get(float(ms.group(1)))
