@@ -64,8 +64,18 @@ def _big_line(rng: random.Random, size: str) -> bytes:
     return (unit * (n // len(unit) + 1))[:n]
 
 
+def cap(size: str) -> int:
+    """The most bytes one input may hold: 16 MB large, 64 KB small (a few big mutations in a row stay bounded)."""
+    return (16 << 20) if size == "large" else (64 << 10)
+
+
 def mutate(rng: random.Random, data: bytes, size: str) -> tuple[str, bytes]:
-    """One mutation of `data`: (what was done, the result)."""
+    """One mutation of `data`, never longer than cap(size): (what was done, the result)."""
+    how, out = _mutate(rng, data, size)
+    return how, out[:max(cap(size), len(data) if size == "small" else 0)]
+
+
+def _mutate(rng: random.Random, data: bytes, size: str) -> tuple[str, bytes]:
     how = rng.choice(["flip", "flip", "drop", "dup", "dup_many", "truncate", "number", "nest", "unicode", "nul",
                       "crlf", "bigline", "hostile", "splice", "yaml", "blank", "indent"])
     lines = _lines(data)
@@ -79,15 +89,13 @@ def mutate(rng: random.Random, data: bytes, size: str) -> tuple[str, bytes]:
             if len(lines) > 1:
                 del lines[rng.randrange(len(lines))]
         return how, b"\n".join(lines)
-    if how == "dup":
+    if how in ("dup", "dup_many"):
         i = rng.randrange(len(lines))
-        lines[i:i] = [lines[i]] * rng.randrange(1, 50)
+        many = (200_000 if size == "large" else 2_000) if how == "dup_many" else 50
+        copies = rng.randrange(1 if how == "dup" else 100, many)
+        copies = max(1, min(copies, (cap(size) - len(data)) // (len(lines[i]) + 1)))   # never past the cap
+        lines[i:i] = [lines[i]] * copies
         return how, b"\n".join(lines)
-    if how == "dup_many":
-        i = rng.randrange(len(lines))
-        limit = 200_000 if size == "large" else 2_000
-        lines[i:i] = [lines[i]] * rng.randrange(100, limit)
-        return how, b"\n".join(lines)[: (16 << 20) if size == "large" else (64 << 10)]
     if how == "truncate":
         return how, data[: rng.randrange(len(data) + 1)]
     if how == "number":
