@@ -23,15 +23,17 @@ def shown(value, limit: int = 60) -> str:
 # escape sequence that would drive the terminal) show as escapes, and it is cut to MAX_MESSAGE
 # characters, keeping its start and end (which say what and where).
 MAX_MESSAGE = 600
-_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c != 0x09}
-_ESCAPES.update({0x0a: "\\n", 0x0d: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+# The one table of what would break a line or drive a terminal: C0 controls but tab, DEL, the C1 controls
+# some terminals obey, the Unicode line and paragraph separators; each shown as the escape Python prints.
+CONTROL_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c != 0x09}
+CONTROL_ESCAPES.update({0x0a: "\\n", 0x0d: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
 
 
 def one_line(text) -> str:
     """`text` as one bounded line (see MAX_MESSAGE): control characters escaped, the middle cut when long."""
     text = str(text)
     if not text.isprintable():
-        text = text.translate(_ESCAPES)
+        text = text.translate(CONTROL_ESCAPES)
     if len(text) > MAX_MESSAGE:
         cut = len(text) - MAX_MESSAGE + 120
         text = f"{text[:MAX_MESSAGE - 200]}... ({cut} characters cut) ...{text[-80:]}"

@@ -24,7 +24,7 @@ import shlex
 from pathlib import Path
 from typing import Mapping
 
-from ncdoc.errors import InputError, shown
+from ncdoc.errors import CONTROL_ESCAPES, InputError, shown
 
 FORMATS = ("sh", "dotenv", "nccl.conf", "slurm", "k8s", "json")
 # Where each format goes when written next to nccl.env (sh is nccl.env itself).
@@ -60,8 +60,7 @@ def _check(values: Mapping[str, str]) -> None:
 
 # What would end or bend a comment line: C0 controls (tab kept), DEL, C1 controls (U+0085 is a YAML line
 # break), the Unicode line and paragraph separators; written as the escapes Python would print.
-_COMMENT_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c != 0x09}
-_COMMENT_ESCAPES.update({0x0a: "\\n", 0x0d: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029", 0xfeff: "\\ufeff"})
+_COMMENT_ESCAPES = {**CONTROL_ESCAPES, 0xfeff: "\\ufeff"}
 
 
 def comment_safe(text) -> str:

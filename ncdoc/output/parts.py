@@ -3,6 +3,8 @@ reason, and each finding's stage."""
 
 from __future__ import annotations
 
+from ncdoc.errors import CONTROL_ESCAPES as _ESCAPES
+
 FORMATS = ("text", "lines", "json", "markdown", "github", "sarif", "junit", "concise")
 SCHEMA_VERSION = 1
 
@@ -10,8 +12,7 @@ SCHEMA_VERSION = 1
 # anything: an escape sequence would drive the reader's terminal, a newline would break "one line per
 # finding". The text formats show such characters as escapes instead (C0 controls but tab, DEL, the
 # C1 controls some terminals obey, and the Unicode line and paragraph separators).
-_ESCAPES = {c: f"\\x{c:02x}" for c in (*range(0x20), 0x7f, *range(0x80, 0xa0)) if c != 0x09}
-_ESCAPES.update({0x0a: "\\n", 0x0d: "\\r", 0x2028: "\\u2028", 0x2029: "\\u2029"})
+# (the one table of them: ncdoc.errors.CONTROL_ESCAPES)
 
 
 def one_line(text) -> str:
