@@ -59,9 +59,8 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
         return _VERSIONS[text]
     s = text.lstrip()                    # \s: str.isspace(), as str.lstrip() strips
     number = _dotted_number(s[1:] if s[:1] == "v" else s)
-    parts = number.split(".") if number else ()
-    # a part past 9 digits is no release (and int() stops at 4,300): not a version
-    tp = tuple(int(x) for x in parts) if parts and all(len(x) <= 9 for x in parts) else None
+    # a part past 20 digits saturates (int() of thousands of digits costs, and stops at 4,300)
+    tp = tuple(int(x) if len(x) <= 20 else 10 ** 20 for x in number.split(".")) if number else None
     if len(_VERSIONS) < 4096:
         _VERSIONS[text] = tp
     return tp

@@ -122,8 +122,10 @@ def test_unicode_digits_are_not_digits(tmp_path):
     _refused(read_hostfile, _file(tmp_path, "hosts", "node01:\u00b2\n"), says="not a number")
     _refused(expand, "node[\u00b2-3]")
     from ncdoc.nccl.parse import strtoll, version_tuple
-    assert strtoll("\u0663").kind == "nodigits" and version_tuple("2." + BIG) is None
+    assert strtoll("\u0663").kind == "nodigits" and version_tuple("2." + BIG) == (2, 10 ** 20)
     assert strtoll(BIG).kind == "overflow" and strtoll("0x" + "f" * 5000).kind == "overflow"
+    from ncdoc.nccl.parse import version_cmp        # a snapshot's NCCL version "18446744073709551616"
+    assert version_cmp("18446744073709551616", (2, 18, 5)) == 1 and version_cmp(BIG, "2.21") == 1
 
 
 def test_a_hostlist_that_expands_past_any_cluster_is_refused():
