@@ -61,7 +61,7 @@ def version_tuple(text: str | None) -> tuple[int, ...] | None:
     number = _dotted_number(s[1:] if s[:1] == "v" else s)
     # a part past 20 digits saturates (int() of thousands of digits costs, and stops at 4,300)
     tp = tuple(int(x) if len(x) <= 20 else 10 ** 20 for x in number.split(".")) if number else None
-    if len(_VERSIONS) < 4096:
+    if len(_VERSIONS) < 4096 and len(text) <= 64:     # real versions only: a pasted 10 MB one is not kept
         _VERSIONS[text] = tp
     return tp
 
