@@ -13,6 +13,7 @@ from __future__ import annotations
 from ncdoc.probes.sysfs import SysfsReader, numa_of, pci_address_of
 from ncdoc.snapshot import Gid, Hca, HcaSection, Port, Status
 from ncdoc.topology import natural_key
+from ncdoc.readers.numbers import float_or_none, is_digits
 
 TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
 if TYPE_CHECKING:
@@ -43,9 +44,8 @@ def parse_rate(text: str | None) -> tuple[float | None, str | None, str | None]:
     number, rest = rest[:n], rest[n:].lstrip()
     if not number or not rest.startswith("Gb/sec"):
         return None, None, None
-    try:
-        gbps = float(number)
-    except ValueError:
+    gbps = float_or_none(number)          # "1.2.3", unicode digits or 400 of them (inf): no rate
+    if gbps is None:
         return None, None, None
     width = speed = None
     inner = rest[6:].lstrip()
@@ -71,7 +71,7 @@ def roce_mtu(netdev_mtu: int | None) -> int | None:
 def _gids(fs: SysfsReader, port_dir: str, link_layer: str | None) -> tuple[Gid, ...]:
     names = fs.listdir(f"{port_dir}/gids") or []
     gids: list[Gid] = []
-    for name in sorted((n for n in names if n.isdigit()), key=int):
+    for name in sorted((n for n in names if is_digits(n)), key=int):
         value = fs.text(f"{port_dir}/gids/{name}")
         if not value or value.lower() in _ZERO_GIDS:
             continue
@@ -214,7 +214,7 @@ def _read_hca(fs: SysfsReader, name: str, verbs: dict[str, Any]) -> Hca:
     dev_dir = f"{CLASS_DIR}/{name}"
     address = pci_address_of(fs.realpath(f"{dev_dir}/device"))
     pci_dir = f"/sys/bus/pci/devices/{address}" if address else f"{dev_dir}/device"
-    port_names = sorted((p for p in fs.listdir(f"{dev_dir}/ports") or [] if p.isdigit()), key=int)
+    port_names = sorted((p for p in fs.listdir(f"{dev_dir}/ports") or [] if is_digits(p)), key=int)
     verbs_ports = verbs.get("ports") or {}
     ports = tuple(_read_port(fs, dev_dir, int(p), len(port_names), verbs_ports.get(int(p), {}))
                   for p in port_names)
