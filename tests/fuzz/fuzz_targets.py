@@ -13,6 +13,7 @@ kinds that have no file in the repository (configs, hostfiles, fabric specs).
 from __future__ import annotations
 
 import io
+import json
 import os
 import sys
 from contextlib import redirect_stderr, redirect_stdout
@@ -98,7 +99,7 @@ def _json(path, tmp, i):
 
 
 def _rule_pack(path, tmp, i):
-    from ncdoc.engine.ruleset import check_registry, parse_pack
+    from ncdoc.engine.packs import check_registry, parse_pack
     rules = parse_pack(_text(path), path)
     check_registry(rules, where=path)
 
@@ -253,6 +254,27 @@ SPEC_SEEDS = {
 }
 
 
+def _cluster_samples() -> list[tuple[str, str]]:
+    """A cluster file of four example nodes, two of them drifted (driver, an HCA's firmware, NCCL_IB_HCA), and
+    the bill of materials recorded from it: written by ncdoc itself, so they follow its formats."""
+    from ncdoc.cluster import bom
+    from ncdoc.cluster.facts import ClusterFacts
+    from ncdoc.examples.machines import load_example
+    from ncdoc.snapshot import Snapshot
+    nodes = {}
+    for i in range(4):
+        data = load_example("dgx-h100").to_dict()
+        data["host"]["hostname"] = f"node{i + 1:02d}"
+        if i == 2:
+            data["versions"]["driver"] = "535.104.05"
+            data["hcas"]["hcas"][0]["fw_ver"] = "28.36.1010"
+        if i == 3:
+            data["env"]["values"] = [{"name": "NCCL_IB_HCA", "value": "mlx5_0", "source": "env", "line": None}]
+        nodes[data["host"]["hostname"]] = Snapshot.from_dict(data)
+    facts = ClusterFacts(nodes, source="fuzz-seed", created="2026-01-01T00:00:00Z")
+    return [("cluster.json", facts.to_json()), ("bom.json", json.dumps(bom.record(facts), indent=1))]
+
+
 @dataclass
 class Target:
     name: str
@@ -262,10 +284,12 @@ class Target:
     cli: object = None                              # (path, tmp) -> argv, for the CLI sample; None: no command
 
     def seed_samples(self) -> list[tuple[str, bytes]]:
-        """(file name, bytes) of every seed that exists here."""
+        """(file name, bytes) of every seed that exists here (a callable seed makes its samples with ncdoc)."""
         out = []
         for s in self.seeds:
-            if isinstance(s, tuple):
+            if callable(s):
+                out.extend((name, text.encode()) for name, text in s())
+            elif isinstance(s, tuple):
                 out.append((s[0], s[1].encode()))
             elif s.is_file():
                 out.append((s.name, s.read_bytes()[: 8 << 20]))
@@ -316,9 +340,9 @@ def targets() -> dict[str, Target]:
         T("nccl_tests", _nccl_tests, TESTS_OUT(), ".txt", lambda p, t: ["triage", p, "--format", "markdown"]),
         T("detect", _detect, ALL_EVIDENCE(), ".txt", lambda p, t: ["triage", p, "-v"]),
         T("triage", _triage, ALL_EVIDENCE(), ".txt", lambda p, t: ["triage", p, "--format", "markdown"]),
-        T("cluster_file", _cluster, _files("tests/fixtures/report/cluster_drift.json") + SNAPSHOTS()[:2], ".json",
+        T("cluster_file", _cluster, [_cluster_samples] + SNAPSHOTS()[:2], ".json",
           lambda p, t: ["cluster", "check", p, "--format", "markdown"]),
-        T("cluster_bom", _bom, _files("tests/fixtures/report/cluster_drift.json"), ".json"),
+        T("cluster_bom", _bom, [_cluster_samples], ".json"),
         T("hostfile", _hostfile, _inline(HOSTFILE_SEEDS), ""),
         T("fabric_spec", _fabric, _inline(FABRIC_SEEDS), ".yaml"),
         T("ras_report", _ras, _files("tests/fixtures/triage/ncclras*", "tests/fixtures/logs/*ras*"), ".txt",

@@ -49,7 +49,7 @@ def _refused(call, *args, says: str | None = None):
 ])
 def test_yaml_packs_refuse_bombs_big_numbers_and_deep_nesting(tmp_path, text, says):
     from ncdoc.engine.policy import load_policy
-    from ncdoc.engine.ruleset import parse_pack
+    from ncdoc.engine.packs import parse_pack
     from ncdoc.tuner.space_file import load_space
     _refused(parse_pack, text, "pack.yaml", says=says)
     _refused(load_policy, _file(tmp_path, "site.yaml", text), says=says)
