@@ -14,7 +14,6 @@ import os
 import pytest
 
 import fuzz_runner
-import fuzz_targets
 from ncdoc.errors import InputError, NcdocError, UsageError
 
 BIG = "9" * 5000                           # past int()'s 4,300-digit limit
