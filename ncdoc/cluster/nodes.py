@@ -28,6 +28,8 @@ def _split_top(text: str) -> list[str]:
     for ch in text:
         if ch == "[":
             depth += 1
+            if depth > 1:               # Slurm's hostlists do not nest; expanding nested ones multiplies copies
+                raise UsageError(f"hostlist {shown(text)}: '[' inside '[...]'")
         elif ch == "]":
             depth -= 1
             if depth < 0:
@@ -81,7 +83,7 @@ def expand(expr: str) -> list[str]:
                 changed = True
                 for v in _range_values(m.group(1), expr):
                     nxt.append(p[:m.start()] + v + p[m.end():])
-                if len(nxt) + len(names) > MAX_NAMES:
+                if len(nxt) + len(names) > MAX_NAMES or len(nxt) * len(p) > 64 * MAX_NAMES:
                     raise UsageError(f"hostlist {shown(expr)} expands to more than {MAX_NAMES} names")
             parts = nxt
             if not changed:

@@ -117,7 +117,7 @@ class Prefix:
 
 # The plain shape NCCL prints, `host:pid:tid [dev] `, read in one step; anything else (tags,
 # timestamps, file:line, (func), no dev) goes the long way below, which gives the same answer here.
-_PLAIN = re.compile(r"([A-Za-z0-9_.\-]+):([\w\-]+):([\w\-]+) \[([0-9]+)\]\s*", re.ASCII)
+_PLAIN = re.compile(r"([A-Za-z0-9_.\-]+):([\w\-]+):([\w\-]+) \[([0-9]{1,20})\]\s*", re.ASCII)
 
 
 @lru_cache(maxsize=8192)

@@ -24,7 +24,7 @@ from ncdoc.evidence.wrappers import strip_wrappers
 
 _VERSION = re.compile(r"^NCCL version (\d+\.\d+\.\d+)\S* compiled with CUDA (\d+\.\d+)")
 _RUNTIME = re.compile(r"^CUDA runtime version (\d{1,20}(?!\d)), driver version (\d{1,20}(?!\d))")
-_INTS = re.compile(r"^\s*(\d+(?:\s+\d+){2,4})\s*$")
+_INTS = re.compile(r"^\s*(\d{1,20}(?:\s+\d{1,20}){2,4})\s*$")      # counts: 20 digits at most each
 _OUTLIER = re.compile(r"^\s*Node (\S+) running process(?:es)? ([\d, ]+)")
 _QUERY = re.compile(r"^Communicators\.\.\.(?: \((\d{1,20}(?:\.\d{1,20})?)s\))?")
 _ROW = re.compile(r"^\s*(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+(\d+(?:-\d+)?)\s+(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+([A-Z]+)\s+([A-Z,]+)\s*$")

@@ -130,6 +130,16 @@ def test_unicode_digits_are_not_digits(tmp_path):
 def test_a_hostlist_that_expands_past_any_cluster_is_refused():
     from ncdoc.cluster.nodes import expand
     _refused(expand, "n[1-99999][1-99999]", says="more than")       # a MemoryError before
+    # nested brackets: each expansion copied a 7 KB name 100,000 times (1.2 GB, 15 s)
+    _refused(expand, "16" + "[1," * 2000 + "2" + "]" * 2000, says="inside")
+
+
+def test_ras_summary_and_log_prefix_numbers_past_64_bits():
+    from ncdoc.evidence.nccl_log import parse_nccl_log
+    from ncdoc.evidence.ras_report import parse_ras_text
+    parse_ras_text(["Job summary", "===========", "", "  Nodes  Processes  GPUs",
+                    "  (total)  per node  (total)", f"  {BIG}  8  8", f"  1 {BIG} 8 8 8"])
+    parse_nccl_log([f"h:1:1 [{BIG}] NCCL INFO NCCL version 2.21.5+cuda12.4"])
 
 
 def test_a_fault_spec_node_count_is_bounded(tmp_path):
