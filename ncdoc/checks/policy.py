@@ -30,7 +30,7 @@ def nccl_default(var: str) -> str | None:
     from ncdoc.nccl.variables import lookup
     info = lookup(var)
     text = (info or {}).get("default") or ""
-    m = re.search(r"=>\s*(-?\d+)\b", text)
+    m = re.search(r"=>\s*(-?\d{1,20}(?!\d))\b", text)
     if m:
         return m.group(1)
     m = re.match(r"(-?\d+|0x[0-9a-fA-F]+)\b", text)

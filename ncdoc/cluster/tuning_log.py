@@ -25,10 +25,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from ncdoc.readers.numbers import is_digits
 
-_PREFIX = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d+):(?P<tid>\d+) \[(?P<dev>\d+)\] NCCL INFO (?P<msg>.*)$")
-_TUNE_NAMED = re.compile(r"^(?P<coll>\w+): (?P<bytes>\d+) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
-                         r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d+)\.\.(?P<hi>\d+)\})?")
-_TUNE_BARE = re.compile(r"^(?P<bytes>\d+) Bytes -> Algo (?P<algo>\d+) proto (?P<proto>\d+)")
+_PREFIX = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d{1,20}(?!\d)):(?P<tid>\d{1,20}(?!\d)) \[(?P<dev>\d{1,20}(?!\d))\] NCCL INFO (?P<msg>.*)$")
+_TUNE_NAMED = re.compile(r"^(?P<coll>\w+): (?P<bytes>\d{1,20}(?!\d)) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
+                         r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d{1,20}(?!\d))\.\.(?P<hi>\d{1,20}(?!\d))\})?")
+_TUNE_BARE = re.compile(r"^(?P<bytes>\d{1,20}(?!\d)) Bytes -> Algo (?P<algo>\d{1,20}(?!\d)) proto (?P<proto>\d{1,20}(?!\d))")
 _ENV = re.compile(r"^(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<value>.*\S|)\s*$")
 _VERSION = re.compile(r"^NCCL version (?P<v>\d+\.\d+\.\d+)")
 

@@ -61,8 +61,8 @@ _GPU_PAIR = re.compile(r"GPUs (\d{1,20}(?!\d)) and (\d{1,20}(?!\d))")
 _FAMILY = re.compile(r"with family (\d{1,20}(?!\d))")
 # aws-ofi-nccl (NCCL_OFI_WARN, "NET/OFI " in front): fi_av_insert of a peer's EFA address, and error
 # completions ("Request %p [seq %d ]completed with error. RC: %d. [Flags: %ld. ]Error: [%d (]%s[)]. Completed ...")
-_OFI_AV = re.compile(r"Unable to insert remote address into address vector for device (\d{1,20}(?!\d))(?:\. RC: (-?\d+))?")
-_OFI_CQ = re.compile(r"completed with error\. RC: (-?\d+)\.(?: Flags: \d+\.)? Error: (?:(-?\d+) \()?")
+_OFI_AV = re.compile(r"Unable to insert remote address into address vector for device (\d{1,20}(?!\d))(?:\. RC: (-?\d{1,20}(?!\d)))?")
+_OFI_CQ = re.compile(r"completed with error\. RC: (-?\d{1,20}(?!\d))\.(?: Flags: \d+\.)? Error: (?:(-?\d{1,20}(?!\d)) \()?")
 _OFI_DEV = re.compile(r"\bdev: (\d{1,20}(?!\d))")
 _OFI_DIR = re.compile(r"direction: (\w+)")
 # graph/xml.cc getPciPath (the GPU's /sys/class/pci_bus/... path: fatal) and the net transports' NIC

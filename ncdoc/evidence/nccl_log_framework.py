@@ -19,13 +19,13 @@ import re
 
 from ncdoc.evidence.citation import Citation
 
-WORK = re.compile(r"WorkNCCL\(SeqNum=(\d{1,20}(?!\d)), OpType=(\w+)(?:, NumelIn=(-?\d+), NumelOut=(-?\d+))?"
+WORK = re.compile(r"WorkNCCL\(SeqNum=(\d{1,20}(?!\d)), OpType=(\w+)(?:, NumelIn=(-?\d{1,20}(?!\d)), NumelOut=(-?\d{1,20}(?!\d)))?"
                   r"(?:, Timeout\(ms\)=(\d{1,20}(?!\d)))?")
 RAN = re.compile(r"ran for (\d{1,20}(?!\d)) milliseconds before timing out")
 PREFIX_RANK = re.compile(r"\[(?:PG (?:ID )?(\w+)[^\]]{0,80}? )?Rank (\d{1,20}(?!\d))\]")
 TAG_RANK = re.compile(r"\[rank(\d{1,20}(?!\d))\]:")
 PROGRESS = re.compile(r"(?:detected by watchdog at work: |Timeout at NCCL work: |watchdog at work sequence id: )(\d{1,20}(?!\d))"
-                      r"(?:,| PG status:) last enqueued (?:NCCL )?work: (-?\d+), last completed (?:NCCL )?work: (-?\d+)")
+                      r"(?:,| PG status:) last enqueued (?:NCCL )?work: (-?\d{1,20}(?!\d)), last completed (?:NCCL )?work: (-?\d{1,20}(?!\d))")
 STUCK = re.compile(r"watchdog got stuck for (\d{1,20}(?!\d)) seconds")
 ENV_NAME = re.compile(r"\b((?:TORCH_)?NCCL_(?:ASYNC_ERROR_HANDLING|BLOCKING_WAIT|DESYNC_DEBUG|DUMP_ON_TIMEOUT|"
                       r"ENABLE_MONITORING|HEARTBEAT_TIMEOUT_SEC|TRACE_BUFFER_SIZE|ENABLE_TIMING|"

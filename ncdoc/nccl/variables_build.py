@@ -135,10 +135,10 @@ def _allowed(name: str, typ: str, text: str):
     t = text.strip()
     if re.fullmatch(r"-?\d+(\|-?\d+)+", t):
         return {"ints": [int(x) for x in t.split("|")]}
-    m = re.fullmatch(r"(-?\d+)\.\.(-?\d+)", t)
+    m = re.fullmatch(r"(-?\d{1,20}(?!\d))\.\.(-?\d{1,20}(?!\d))", t)
     if m:
         return {"range": [int(m.group(1)), int(m.group(2))]}
-    m = re.fullmatch(r">=\s*(-?\d+)", t) or re.fullmatch(r">\s*(-?\d+)", t)
+    m = re.fullmatch(r">=\s*(-?\d{1,20}(?!\d))", t) or re.fullmatch(r">\s*(-?\d{1,20}(?!\d))", t)
     if m:
         lo = int(m.group(1)) + (1 if t.startswith(">") and not t.startswith(">=") else 0)
         return {"range": [lo, None]}

@@ -139,7 +139,12 @@ def test_ras_summary_and_log_prefix_numbers_past_64_bits():
     from ncdoc.evidence.ras_report import parse_ras_text
     parse_ras_text(["Job summary", "===========", "", "  Nodes  Processes  GPUs",
                     "  (total)  per node  (total)", f"  {BIG}  8  8", f"  1 {BIG} 8 8 8"])
-    parse_nccl_log([f"h:1:1 [{BIG}] NCCL INFO NCCL version 2.21.5+cuda12.4"])
+    parse_nccl_log([f"h:1:1 [{BIG}] NCCL INFO NCCL version 2.21.5+cuda12.4",
+                    # PyTorch's watchdog lines, signed counts (-?\d+) included
+                    f"[rank0]:[E ProcessGroupNCCL.cpp:616] Watchdog caught collective operation timeout: WorkNCCL("
+                    f"SeqNum=1, OpType=ALLREDUCE, NumelIn=-{BIG}, NumelOut={BIG}, Timeout(ms)=600000)",
+                    f"[rank0]: detected by watchdog at work: 7, last enqueued NCCL work: -{BIG}, last completed "
+                    f"NCCL work: {BIG}."])
 
 
 def test_a_fault_spec_node_count_is_bounded(tmp_path):
