@@ -154,6 +154,11 @@ def load_spec(spec_or_name: dict[str, Any] | str | Path, _seen: tuple[str, ...] 
         spec = merge(load_spec(base, _seen + (base,)), spec)
         spec["name"] = name or spec.get("name")
     check_keys(spec, SPEC_KEYS | {"name"}, "a machine spec", spec.get("name"))
+    for key in ("host", "env", "files", "links", "numa", "host_bridges", "bridge_parts", "bridges", "acs", "devices",
+                "net", "nvml", "parts"):
+        if not isinstance(spec.get(key) or {}, dict):
+            raise InputError(f"machine spec key {key!r} must be a mapping, got {type(spec[key]).__name__}",
+                             path=str(spec_or_name) if not isinstance(spec_or_name, dict) else None)
     for addr, entry in (spec.get("devices") or {}).items():
         if entry is not None:
             check_keys(entry, DEVICE_KEYS, f"device {addr}", spec.get("name"))

@@ -148,6 +148,8 @@ class TreeWriter:
         norm = os.path.normpath(rel) if rel else "."
         if "\0" in rel or norm == ".." or norm.startswith("../"):
             raise InputError(f"machine spec {what} {shown(rel)} leaves the machine's root folder")
+        if len(norm) > 3000 or norm.count("/") > 64:    # past PATH_MAX (and os.makedirs recurses per folder)
+            raise InputError(f"machine spec {what} {shown(rel)} is deeper than any sysfs path")
         return norm
 
     def _real_check(self, full: str, rel: str) -> None:

@@ -166,6 +166,9 @@ def test_a_fault_spec_node_count_is_bounded(tmp_path):
     ("links:\n  etc/l: x\nfiles:\n  etc/l: y\n", None),              # a file written over a link of its own name
     ("net:\n  ../../../OUTSIDE: {kind: ether}\n", None),
     ("base: " + "x" * 5000 + "\n", "bundled example"),
+    ("devices: x\n", "must be a mapping"),                           # AttributeError: 'str' has no .items()
+    # a device path of thousands of bridges: os.makedirs recursed once per folder (RecursionError)
+    ("devices:\n  '0000:18:00.0': {path: pci0000:00" + "/00:01.0" * 3000 + ", part: h100-sxm}\n", "deeper"),
 ])
 def test_a_machine_spec_never_writes_outside_its_root(tmp_path, spec, says):
     from ncdoc.examples.machines import build_machine
