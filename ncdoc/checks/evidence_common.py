@@ -31,13 +31,18 @@ class NodeEvidence:
     hcas_state: str | None = None    # the imported HcaSection status: "ok" | "absent" | "unknown"
     hcas_reason: str = ""
     lines: tuple[str, ...] = ()
+    numbered: tuple[tuple[int, str], ...] = ()   # (line, text), when only some of a long file's lines are kept
+
+    def numbered_lines(self) -> Iterable[tuple[int, str]]:
+        """(line number, text) of the lines kept."""
+        return self.numbered or enumerate(self.lines, 1)
 
     def grep(self, *patterns: str, limit: int = 3) -> tuple[Evidence, ...]:
         """Lines matching the patterns, the first pattern's matches first."""
         out: list[Evidence] = []
         for pattern in patterns:
             rx = re.compile(pattern)
-            for n, text in enumerate(self.lines, 1):
+            for n, text in self.numbered_lines():
                 if len(out) >= limit:
                     return tuple(out)
                 if rx.search(text):

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ncdoc.evidence.citation import Citation, CitationBook
+from ncdoc.evidence.report_markers import HOST_MARKERS
 from ncdoc.evidence.wrappers import strip_wrappers
 from ncdoc.readers.numbers import is_digits
 
@@ -49,9 +50,7 @@ _TORCH_ARCH = re.compile(r" with CUDA capability sm_(\d{1,20}(?!\d)) is not comp
 _TORCH_SUPPORTS = re.compile(r"supports CUDA capabilities ((?:sm_\d+\s*)+)")
 _INSUFFICIENT = "CUDA driver version is insufficient for CUDA runtime version"
 
-MARKERS = ("locked memory", "NVML", "NVRM", "NVIDIA-SMI", "nvidia-smi", "Cuda compilation tools",
-           "Cannot allocate memory", "ii  ", "driver on your system is too old", "driver version is insufficient",
-           "is not compatible with the current PyTorch installation", "supports CUDA capabilities")
+MARKERS = HOST_MARKERS            # what a text must hold for this parser to find anything (report_markers)
 
 
 @dataclass(frozen=True)

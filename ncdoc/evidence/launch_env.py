@@ -19,7 +19,7 @@ from ncdoc.evidence.launch_env_model import RELEVANT_PREFIXES, LaunchEntry, Laun
 from ncdoc.evidence.launch_env_shell import ShellReader
 
 __all__ = ["RELEVANT_PREFIXES", "LaunchEntry", "LaunchEnv", "PassThrough", "parse_launch_env",
-           "parse_launch_env_file", "parse_launch_env_in_run", "relevant"]
+           "parse_launch_env_file", "parse_launch_env_in_run", "RunLaunchLines", "relevant"]
 
 
 def parse_launch_env(text: str, source: str = "") -> LaunchEnv:
@@ -42,30 +42,53 @@ _RUN_RELEVANT = re.compile("|".join(re.escape(p) for p in RELEVANT_PREFIXES))
 _RUN_LOG_LINE = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
 
 
-def parse_launch_env_in_run(lines: Iterable[str], source: str = "") -> LaunchEnv:
-    """The launch settings in a run text: the `mpirun -x ...` / `NCCL_X=1 torchrun ...` / `export` lines
-    people paste above a log or nccl-tests output. Only lines that can hold a setting are read, each run
-    of them keeping its line numbers in the file; NCCL's own log lines are skipped."""
-    reader = Collector(source)
-    shell = ShellReader(reader)
-    block: list[str] = []
-    first = 0
-    continued = False
-    for number, raw in enumerate(lines, 1):
+class RunLaunchLines:
+    """The launch settings of a run text read line by line, `line(number, text)` in file order: the
+    `mpirun -x ...` / `NCCL_X=1 torchrun ...` / `export` lines people paste above a log or nccl-tests output.
+    Only lines that can hold a setting are read, each run of them keeping its line numbers in the file;
+    NCCL's own log lines are skipped. A line may be left out when it is neither such a line nor one a kept
+    line ending with a backslash continues into (a gap in the numbers ends a run)."""
+
+    def __init__(self, source: str = "") -> None:
+        self.reader = Collector(source)
+        self.shell = ShellReader(self.reader)
+        self.block: list[str] = []
+        self.first = 0
+        self.last = 0
+        self.continued = False          # the last line given was kept and ended with a backslash
+
+    def line(self, number: int, raw: str) -> None:
+        if number != self.last + 1:
+            self._flush()
+            self.continued = False
+        self.last = number
         line = raw.rstrip("\r\n")
         # cheapest tests first: a long log is mostly NCCL INFO lines and lines naming no relevant variable
-        keep = continued or (_RUN_RELEVANT.search(line) is not None and _RUN_LOG_LINE.search(line) is None
-                             and _RUN_CANDIDATE.search(line) is not None)
+        keep = self.continued or (_RUN_RELEVANT.search(line) is not None and _RUN_LOG_LINE.search(line) is None
+                                  and _RUN_CANDIDATE.search(line) is not None)
         if keep:
-            if not block:
-                first = number
-            block.append(line)
-        elif block:
-            shell.read("\n".join(block), first_line=first)
-            block = []
-        continued = keep and line.endswith("\\")
-    if block:
-        shell.read("\n".join(block), first_line=first)
+            if not self.block:
+                self.first = number
+            self.block.append(line)
+        else:
+            self._flush()
+        self.continued = keep and line.endswith("\\")
+
+    def _flush(self) -> None:
+        if self.block:
+            self.shell.read("\n".join(self.block), first_line=self.first)
+            self.block = []
+
+    def result(self) -> LaunchEnv:
+        self._flush()
+        return self.reader.result()
+
+
+def parse_launch_env_in_run(lines: Iterable[str], source: str = "") -> LaunchEnv:
+    """The launch settings in a run text (see RunLaunchLines), from all its lines."""
+    reader = RunLaunchLines(source)
+    for number, raw in enumerate(lines, 1):
+        reader.line(number, raw)
     return reader.result()
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ncdoc.evidence.citation import Citation
+from ncdoc.evidence.report_markers import DIAG_MARKERS
 from ncdoc.evidence.wrappers import strip_wrappers
 
 _BODY = re.compile(r"NCCL DIAG (?:\[(OK|INFO)\] *)?(.*\S|)\s*$")
@@ -39,7 +40,7 @@ _INCOMPLETE = re.compile(r"diagnostics incomplete, gathered (\d{1,20}(?!\d))/(\d
 _DONE = re.compile(r"diagnostics completed in (\d{1,20}(?:\.\d{1,20})?) ms across (\d{1,20}(?!\d)) (ranks|RAS peers)")
 
 MAX_LINES = 128
-MARKERS = ("NCCL DIAG",)          # what a text must hold for this parser to find anything
+MARKERS = DIAG_MARKERS            # what a text must hold for this parser to find anything (report_markers)
 
 _HARDWARE_CHECKS = ("ECC", "Xid/SXid", "NVLink")
 _CONFIG_CHECKS = ("NCCL environment", "CUDA driver version", "GPU inventory", "NVIDIA graphics driver version")

@@ -242,53 +242,29 @@ def _algo_pick(st: ScanState, m: re.Match, lineno: int, text: str) -> tuple:
 
 # ---------------------------------------------------------------- channel lines (counted by VIA)
 
-def channel_tails(st: ScanState, tails: Counter, block: bytes, base: int) -> None:
-    """Per-channel transport lines, counted by their "via" tail: what each tail means, GDR per rank/direction."""
+def channel_tails(st: ScanState, tails: Counter, first_line, off_channels, base: int) -> None:
+    """Per-channel transport lines, counted by their "via" tail: what each tail means, GDR per rank/direction.
+    `first_line(tail)` gives (line in the block, text) of a tail's first channel line; `off_channels()` the
+    ranks and directions of the block's NET channels without GDRDMA (nccl_log_classify)."""
     st.tails.update(tails)
     off_here = False
     for tail in tails:
         info = st.tail_info.get(tail)
         if info is None:
-            info = st.tail_info[tail] = _tail_info(tail.decode("utf-8", "replace"))
+            info = st.tail_info[tail] = P.tail_info(tail)
             if info[0] == "NET" and info[2] != "Socket":
                 kind = "gdr_channel_on" if info[3] else "gdr_channel_off"
                 if st.book.wants(kind):
-                    _cite(st, kind, block, base, b" via " + tail)
+                    got = first_line(tail)
+                    if got is not None:
+                        st.book.add(kind, base + got[0] + 1, got[1].decode("utf-8", "replace"))
         if info[0] == "NET" and info[2] != "Socket" and not info[3]:
             off_here = True
     if off_here and len(st.gdr_ranks_off) < MAX_SMALL:
-        for m in P.NET_CHANNEL.finditer(block):
-            if m.group(4) == b"Socket" or b"/GDRDMA" in m.group(6):
-                continue
-            ls = block.rfind(b"\n", 0, m.start()) + 1
-            pre = P.parse_prefix(block[ls:m.start()].decode("utf-8", "replace").split("NCCL INFO")[0].rstrip())
-            if pre.rank_key and len(st.gdr_ranks_off) < MAX_SMALL:
-                st.gdr_ranks_off.setdefault(pre.rank_key, None)
-            st.gdr_dirs_off.setdefault(m.group(3).decode(), None)
-
-
-def _cite(st: ScanState, kind: str, block: bytes, base: int, needle: bytes) -> None:
-    at = block.find(needle)
-    while at >= 0 and block[at + len(needle):at + len(needle) + 1] not in (b" ", b"\r", b"\n", b""):
-        at = block.find(needle, at + 1)              # "NET/IB/0" is also the start of "NET/IB/0/GDRDMA"
-    if at >= 0:
-        ls = block.rfind(b"\n", 0, at) + 1
-        le = block.find(b"\n", at)
-        st.book.add(kind, base + block.count(b"\n", 0, ls) + 1,
-                    block[ls:le if le >= 0 else len(block)].decode("utf-8", "replace"))
-
-
-def _tail_info(tail: str) -> tuple:
-    """(transport, kind, net name, gdr, proxied) for a channel line's "via ..." tail."""
-    if tail.startswith("NET/") or tail.startswith("COLLNET/"):
-        transport, _, rest = tail.partition("/")
-        parts = rest.split("/")
-        net = parts[0]
-        gdr = "/GDRDMA" in tail
-        proxied = len(parts) > 1 and "(" in parts[1]
-        return transport, f"{transport}/{net}" + ("/GDRDMA" if gdr else ""), net, gdr, proxied
-    if tail.startswith("P2P/"):
-        kind = tail.split("/")[1] if "/" in tail else ""
-        kind = {"direct": "direct pointer"}.get(kind, kind)
-        return "P2P", f"P2P/{kind}", None, False, False
-    return "SHM", "SHM", None, False, False
+        keys, dirs = off_channels()
+        for key in keys:
+            if len(st.gdr_ranks_off) >= MAX_SMALL:
+                break
+            st.gdr_ranks_off.setdefault(key, None)
+        for d in dirs:
+            st.gdr_dirs_off.setdefault(d, None)

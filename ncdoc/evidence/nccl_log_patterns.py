@@ -80,6 +80,25 @@ VIA = re.compile(rb" via ((?:NET|COLLNET)/[^/\r\n]{1,40}/\d[^ \r\n]*|(?:NET|P2P|
 NET_CHANNEL = re.compile(
     rb"(?:Channel|Ring) \d+(?:/\d+)? : (\d{1,20}(?!\d))(?:\[\w+\])? -> (\d{1,20}(?!\d))(?:\[\w+\])? \[(send|receive)\] "
     rb"via NET/([^/\r\n]{1,40}?)/(\d{1,20}(?!\d))([^ \r\n]*)")
+
+
+def tail_info(tail: bytes) -> tuple:
+    """(transport, kind, net name, gdr, proxied) for a channel line's "via ..." tail (as VIA found it)."""
+    text = tail.decode("utf-8", "replace")
+    if text.startswith("NET/") or text.startswith("COLLNET/"):
+        transport, _, rest = text.partition("/")
+        parts = rest.split("/")
+        net = parts[0]
+        gdr = "/GDRDMA" in text
+        proxied = len(parts) > 1 and "(" in parts[1]
+        return transport, f"{transport}/{net}" + ("/GDRDMA" if gdr else ""), net, gdr, proxied
+    if text.startswith("P2P/"):
+        kind = text.split("/")[1] if "/" in text else ""
+        kind = {"direct": "direct pointer"}.get(kind, kind)
+        return "P2P", f"P2P/{kind}", None, False, False
+    return "SHM", "SHM", None, False, False
+
+
 # Lines following a framework "NCCL error" line that say which error and why.
 FOLLOW_UP = 6
 def untag(line: str) -> str:

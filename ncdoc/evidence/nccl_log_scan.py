@@ -1,11 +1,13 @@
 """The streaming scanner behind parse_nccl_log: blocks of log in, bounded summaries out.
 
-Per block, three passes in C: VIA counts the per-channel transport lines by their tail, AGG
-counts the messages every rank repeats (env, plugins, GDR decisions...) so each distinct one
-is read once, and SCAN finds the lines read one by one with the rank that printed them
-(WARNs, versions, network choices, comm lifecycle, error traces, and the error text frameworks
-print around NCCL's: "NCCL error", ncclXxxError names, "Last error:"). Everything kept is
-bounded (ranks, hosts, evidence, problems, caches), so memory stays flat whatever the log size.
+Each block is classified first (block_scan.classify_block: three passes in C - VIA counts the
+per-channel transport lines by their tail, AGG counts the messages every rank repeats (env, plugins,
+GDR decisions...) so each distinct one is read once, SCAN finds the lines read one by one: WARNs,
+versions, network choices, comm lifecycle, error traces, and the error text frameworks print around
+NCCL's: "NCCL error", ncclXxxError names, "Last error:"), then applied here in file order with the
+rank that printed each line. Classifying needs nothing from the blocks before, so it can run in other
+processes (run_scan); applying is what needs the order. Everything kept is bounded (ranks, hosts,
+evidence, problems, caches), so memory stays flat whatever the log size.
 
 The facts read go into one ScanState (nccl_log_state), which the line handlers receive; the
 scanner keeps only what reading needs: its caches, the follow-up lines still due, the tail of the
@@ -14,8 +16,7 @@ previous block.
 
 from __future__ import annotations
 
-from collections import Counter
-
+from ncdoc.evidence import block_scan as B
 from ncdoc.evidence import nccl_log_patterns as P
 from ncdoc.evidence.nccl_log_framework import framework_line
 from ncdoc.evidence.nccl_log_info import channel_tails, handle_info
@@ -26,13 +27,15 @@ from ncdoc.evidence.nccl_log_net import apply_cached as _apply
 from ncdoc.evidence.nccl_log_state import ScanState
 from ncdoc.evidence.wrappers import drop_repeat_suffix
 
-_CACHEABLE = 512          # longer messages are read each time rather than kept as cache keys
+_CACHEABLE = B.CACHEABLE  # longer messages are read each time rather than kept as cache keys
 
 
 class LogScanner:
-    """Feed blocks of whole lines (bytes ending in a newline); call result() at the end."""
+    """Feed blocks of whole lines (bytes ending in a newline), or apply their BlockScans in file order;
+    call result() at the end. `reread(offset, size)` gives a block's bytes again when a BlockScan made in
+    another process left out a first line the scanner needs (block_scan.prepare_transfer)."""
 
-    def __init__(self) -> None:
+    def __init__(self, reread=None) -> None:
         self.state = ScanState()                     # the facts read so far
         self.pre_cache: dict[bytes, tuple] = {}      # raw prefix -> (Prefix, RankTally | None)
         self.msg_cache: dict[bytes, tuple] = {}      # INFO message already read -> what to re-apply
@@ -42,66 +45,37 @@ class LogScanner:
         self.result_line = 0                         # the line an ncclXxxError name was last counted from
         self.tail = b""                              # the last bytes of the previous blocks
         self.follow_last_error = False
+        self.reread = reread
 
     # ------------------------------------------------------------ blocks
 
     def feed(self, block: bytes) -> None:
+        self.apply(B.classify_block(block))
+
+    def apply(self, bs: B.BlockScan) -> None:
         st = self.state
         base = st.lines
-        pos = self._follow_up(block, 0, base + 1) if self.follow else 0
-        tails = Counter(P.VIA.findall(block))
-        if tails:
-            channel_tails(st, tails, block, base)
-        agg = Counter(P.AGG.findall(block))
-        if agg:
-            self._aggregated(agg, block, base)
-        search, find, rfind, count = P.SCAN.search, block.find, block.rfind, block.count
+        done = -1                                    # events on lines up to this one were read by a follow-up
+        if self.follow:                              # begun at the end of the block before
+            done = self._follow_up(bs.head, base + 1) - 1
+        if bs.tails:
+            channel_tails(st, bs.tails, lambda tail: self._first_tail(bs, tail), lambda: self._gdr_off(bs), base)
+        if bs.agg:
+            self._aggregated(bs, base)
         pre_cache, msg_cache = self.pre_cache, self.msg_cache
-        counted = nl = matched = 0
-        end = len(block)
-        while True:
-            m = search(block, pos)
-            if m is None:
-                break
-            if block[m.start() + 1] == 97:              # "a": a "Last error:" line, whoever printed it
-                ls = max(rfind(b"\n", 0, m.start()) + 1, pos)
-                le = find(b"\n", m.start())
-                le = end if le < 0 else le
-                nl += count(b"\n", counted, ls)
-                counted = ls
-                matched += 1
-                self._result_before(block, ls, base + nl + 1)
-                self._last_error(block[ls:le].decode("utf-8", "replace").strip(), base + nl + 1)
-                pos = self._follow_up(block, le + 1, base + nl + 2) if self.follow else le + 1
+        matched = 0
+        for ev in bs.events:
+            line = ev[1]
+            if line <= done:
                 continue
-            s = m.start() - 3                           # SCAN matches from the "L" of "NCCL"
-            if s < 0 or block[s:s + 3] != b"NCC":       # an "L INFO" that is not the end of "NCCL"
-                pos = m.start() + 1
-                continue
-            ls = rfind(b"\n", 0, s) + 1
-            if ls < pos:                                # the rest of a line two writers merged
-                ls = pos
-            le = find(b"\n", s)
-            if le < 0:
-                le = end
-            stop = le
-            nxt = find(b" NCCL ", s + 9, le)
-            if nxt >= 0 and block[nxt + 6:nxt + 11] in (b"INFO ", b"WARN "):
-                j = rfind(b" [", s, nxt)                # the [dev] of the second line
-                k = rfind(b" ", s, j) if j > s else -1
-                stop = k + 1 if k > s else (j + 1 if j > s else nxt + 1)
-            pos = stop if stop < le else le + 1
-            if pos <= m.start():                        # text that only looks like a merged line: always advance
-                pos = m.start() + 1
             matched += 1
-            level = block[s + 5]
-            if level == 73:                             # "I": NCCL INFO
-                raw = block[max(ls, s - 256):s]          # the host token is right before "NCCL"
+            kind = ev[0]
+            if kind == B.INFO:
+                raw = ev[2]
                 got = pre_cache.get(raw)
                 if got is None:
                     got = self._prefix(raw)
-                msg = block[s + 10:min(stop, s + 10 + P.MAX_MESSAGE)]
-                cached = msg_cache.get(msg)
+                cached = msg_cache.get(ev[3])
                 if cached is not None:                  # read before: skip parsing it again
                     if cached is not _SEEN:
                         if cached[0] == "trace":
@@ -110,58 +84,64 @@ class LogScanner:
                         _apply(st, got[1], cached)
                         cite = self.cite_cached.get(cached[0])
                         if cite is not None:            # quote a few more ranks' lines
-                            nl += count(b"\n", counted, ls)
-                            counted = ls
-                            st.book.add(cite, base + nl + 1, block[ls:le].decode("utf-8", "replace"))
+                            st.book.add(cite, base + line + 1, B.info_text(ev).decode("utf-8", "replace"))
                             if not st.book.wants(cite):
                                 del self.cite_cached[cached[0]]
                     continue
-                nl += count(b"\n", counted, ls)
-                counted = ls
-                self._info(got, msg, block, ls, le, base + nl + 1)
-                continue
-            if block[s:s + 4] != b"NCCL":
-                matched -= 1
-                continue
-            nl += count(b"\n", counted, ls)
-            counted = ls
-            if level == 87:                             # "W": NCCL WARN
-                raw = block[max(ls, s - 256):s]
-                self._warn(pre_cache.get(raw) or self._prefix(raw), block[s + 10:min(stop, s + 10 + P.MAX_MESSAGE)],
-                           block, ls, le, base + nl + 1)
-            else:
-                self._framework(block[ls:le].decode("utf-8", "replace").rstrip("\r"), base + nl + 1)
+                self._info(got, ev[3], B.info_text(ev), base + line + 1)
+            elif kind == B.WARN:
+                raw = ev[2]
+                self._warn(pre_cache.get(raw) or self._prefix(raw), ev[3], ev[4], base + line + 1)
+            elif kind == B.FRAMEWORK:
+                self._framework(ev[2].decode("utf-8", "replace").rstrip("\r"), base + line + 1)
                 if self.follow:
-                    pos = self._follow_up(block, le + 1, base + nl + 2)
+                    done = line + self._follow_up(ev[3] or (), base + line + 2)
+            else:                                       # a "Last error:" line, whoever printed it
+                self._result_before(ev, base + line + 1)
+                self._last_error(ev[2].decode("utf-8", "replace").strip(), base + line + 1)
+                if self.follow:
+                    done = line + self._follow_up(ev[5], base + line + 2)
         st.recognised += matched
-        st.lines = base + count(b"\n")
-        self.tail = block[-_LOOK_BACK:] if len(block) >= _LOOK_BACK else (self.tail + block)[-_LOOK_BACK:]
+        st.lines = base + bs.nlines
+        self.tail = bs.tail if not bs.short else (self.tail + bs.tail)[-_LOOK_BACK:]
 
-    def _aggregated(self, agg: Counter, block: bytes, base: int) -> None:
+    # ------------------------------------------------------------ first lines (in the BlockScan or the block)
+
+    def _block(self, bs: B.BlockScan) -> bytes:
+        if bs.block is None:
+            if self.reread is None or bs.offset < 0:
+                raise RuntimeError("a classified block without its first lines and no way to read it again")
+            bs.block = B.log_bytes(self.reread(bs.offset, bs.size), bs.bare)
+        return bs.block
+
+    def _first_tail(self, bs: B.BlockScan, tail: bytes):
+        if bs.tail_first is not None and tail in bs.tail_first:
+            return bs.tail_first[tail]
+        return B.first_tail(self._block(bs), tail)
+
+    def _gdr_off(self, bs: B.BlockScan):
+        return bs.gdr_off if bs.gdr_off is not None else B.gdr_off_channels(self._block(bs))
+
+    def _first_agg(self, bs: B.BlockScan, msg: bytes):
+        if bs.agg_first is not None and msg in bs.agg_first:
+            return bs.agg_first[msg]
+        return B.first_agg(self._block(bs), msg)
+
+    def _aggregated(self, bs: B.BlockScan, base: int) -> None:
         """Messages counted by AGG: read each distinct one once, then only count it."""
         st, msg_cache = self.state, self.msg_cache
         fresh = []
-        for msg, n in agg.items():
+        for msg, n in bs.agg.items():
             st.recognised += n
             cached = msg_cache.get(msg)
             if cached is None:
-                at, end = block.find(b"NCCL INFO " + msg), 10 + len(msg)
-                while at >= 0 and block[at + end:at + end + 1] not in (b"\r", b"\n", b""):
-                    at = block.find(b"NCCL INFO " + msg, at + 1)
-                fresh.append((at + 3, msg, n))        # + 3: the "L" of "NCCL", where SCAN's offsets point
+                fresh.append((self._first_agg(bs, msg), msg, n))
             elif cached is not _SEEN:
                 _apply(st, None, cached, n)
-        counted = nl = 0
-        for at, msg, n in sorted(fresh):
-            ls = block.rfind(b"\n", 0, at) + 1
-            le = block.find(b"\n", at)
-            nl += block.count(b"\n", counted, ls)
-            counted = ls
-            raw = block[max(ls, at - 259):at - 3]
+        for (_, line, raw, text), msg, n in sorted(fresh, key=lambda f: f[0][0]):
             got = self.pre_cache.get(raw) or self._prefix(raw)
-            text = block[ls:le if le >= 0 else len(block)].decode("utf-8", "replace").rstrip("\r")
             cached = handle_info(st, got[0], got[1], msg[:P.MAX_MESSAGE].decode("utf-8", "replace"),
-                                 base + nl + 1, text)
+                                 base + line + 1, text.decode("utf-8", "replace").rstrip("\r"))
             cached = _SEEN if cached is None else cached
             if len(msg_cache) > 16384:
                 msg_cache.clear()
@@ -178,34 +158,34 @@ class LogScanner:
         got = self.pre_cache[raw] = (pre, self.state.rank_of(pre))
         return got
 
-    def _info(self, got: tuple, msg_raw: bytes, block: bytes, ls: int, le: int, lineno: int) -> None:
+    def _info(self, got: tuple, msg_raw: bytes, line: bytes, lineno: int) -> None:
         msg = msg_raw.decode("utf-8", "replace").rstrip("\r")
-        text = block[ls:le].decode("utf-8", "replace").rstrip("\r")
+        text = line.decode("utf-8", "replace").rstrip("\r")
         cache_as = handle_info(self.state, got[0], got[1], msg, lineno, text)
         if cache_as is not None and len(msg_raw) <= _CACHEABLE:
             if len(self.msg_cache) > 16384:
                 self.msg_cache.clear()
             self.msg_cache[msg_raw] = cache_as
 
-    def _warn(self, got: tuple, msg_raw: bytes, block: bytes, ls: int, le: int, lineno: int) -> None:
+    def _warn(self, got: tuple, msg_raw: bytes, line: bytes, lineno: int) -> None:
         pre, rank = got
         self.state.warns += 1
         if rank:
             rank.warns += 1
         msg = drop_repeat_suffix(msg_raw.decode("utf-8", "replace").rstrip("\r"))
-        text = block[ls:le].decode("utf-8", "replace").rstrip("\r")
+        text = line.decode("utf-8", "replace").rstrip("\r")
         self.state.problem(P.classify_error(msg) or _UNCLASSIFIED, msg, "WARN", pre, rank, lineno, text)
 
-    def _follow_up(self, block: bytes, pos: int, lineno: int) -> int:
-        """Read the lines after a framework "NCCL error" or an empty "Last error:" line: the message
-        ncclGetLastError gave, and the ncclXxxError name."""
-        while self.follow and pos < len(block):
-            le = block.find(b"\n", pos)
-            le = len(block) if le < 0 else le
-            if block.find(b"NCCL", pos, le) >= 0:     # a line of its own kind: leave it to SCAN
+    def _follow_up(self, lines, lineno: int) -> int:
+        """Read the lines after a framework "NCCL error" or an empty "Last error:" line (`lines`, the first at
+        `lineno`): the message ncclGetLastError gave, and the ncclXxxError name. Returns how many it read."""
+        n = 0
+        while self.follow and n < len(lines):
+            raw = lines[n]
+            if raw.find(b"NCCL") >= 0:                  # a line of its own kind: leave it to SCAN
                 self.follow = 0
                 break
-            line = block[pos:le].decode("utf-8", "replace").strip()
+            line = raw.decode("utf-8", "replace").strip()
             self.follow -= 1
             named = self._result_name(line, lineno)
             if line and self.follow_last_error:
@@ -217,8 +197,8 @@ class LogScanner:
                 cls = P.classify_error(P.untag(line))
                 if cls is not None and cls.kind != "nccl_error":
                     self.state.problem(cls, P.untag(line), "last_error", P.Prefix(), None, lineno, line)
-            pos, lineno = le + 1, lineno + 1
-        return pos
+            n, lineno = n + 1, lineno + 1
+        return n
 
     def _last_error(self, line: str, lineno: int) -> None:
         """A "Last error:" line: the message follows on the same line, or on the next one."""
@@ -232,10 +212,10 @@ class LogScanner:
         # ncclGetLastError is the last WARN's message: kept even when no pattern names it
         self.state.problem(P.classify_error(msg) or _UNCLASSIFIED, msg, "last_error", P.Prefix(), None, lineno, text)
 
-    def _result_before(self, block: bytes, ls: int, lineno: int) -> None:
+    def _result_before(self, ev: tuple, lineno: int) -> None:
         """The ncclXxxError line a framework prints just before "Last error:" (one of the two lines above)."""
-        head = block[max(0, ls - _LOOK_BACK):ls]
-        if ls < _LOOK_BACK:
+        head = ev[3]
+        if ev[4]:
             head = self.tail + head                     # the previous blocks' last bytes
         if b"ncc" in head:
             for back, raw in enumerate(reversed(head.split(b"\n")[-3:-1]), 1):
@@ -275,4 +255,4 @@ class LogScanner:
 
 _UNCLASSIFIED = P.Classified("warn", "an NCCL warning")
 _LAST_ERROR_LINES = 1     # an empty "Last error:" line: its message is the next line
-_LOOK_BACK = 2048         # bytes above a "Last error:" line searched for the ncclXxxError line
+_LOOK_BACK = B.LOOK_BACK  # bytes above a "Last error:" line searched for the ncclXxxError line

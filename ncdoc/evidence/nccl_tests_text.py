@@ -107,6 +107,10 @@ class TextParser:
         else:
             self.free_text = self.free_text[1:] + [(number_, s)]
 
+    def count_nccl_lines(self, n: int) -> None:
+        """NCCL's own lines left out by the one-pass reader (run_scan): counted, as line() would."""
+        self.f["nccl_lines"] += n
+
     def _command(self, n: int, s: str) -> None:
         """The command line that ran the test (pasted above its output), continuation lines joined: how many
         GPUs each process drives (-g, -t) and how many processes each host runs."""
@@ -284,6 +288,14 @@ class TextParser:
             self.failures, self.failures_seen, self.note)
         return derive(self.f, self.rows, self.devices, self.columns, self.per_iter, self.timestamps, self.cputime,
                       self.book, source, "text", {"error": "max_error", "count": "count"}.get(self.layout.get("wrong")))
+
+
+def has_tests(facts: Any) -> bool:
+    """Whether nccl-tests output was read. A paste of the summary lines alone ("# Out of bounds values : 3
+    FAILED", "# Avg bus bandwidth") still says whether the results were wrong and what the run averaged."""
+    return bool(getattr(facts, "rows", ()) or getattr(facts, "headers", 0) or getattr(facts, "devices", ())
+                or getattr(facts, "failures", ()) or getattr(facts, "summaries", 0)
+                or getattr(facts, "out_of_bounds", None) is not None)
 
 
 def _group(toks: list[str], width: int) -> GroupResult | None:

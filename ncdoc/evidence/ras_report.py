@@ -19,6 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ncdoc.evidence.citation import CitationBook
+from ncdoc.evidence.report_markers import RAS_MARKERS, RAS_REPORT_MARKERS
 from ncdoc.evidence.ras_model import RasCommIssue, RasCommRow, RasEvent, RasGroup, RasProcess, RasRank, RasReport
 from ncdoc.evidence.wrappers import strip_wrappers
 
@@ -385,11 +386,8 @@ def _json_rank_issues(c: dict, comm_hash: str) -> list[RasCommIssue]:
     return out
 
 
-# Cheap tests for whether a text can hold a RAS report or RAS log lines at all.
-# the report's own sections and entries, which need the lines around them; RAS lines of a log read alone
-REPORT_MARKERS = ("Communicators...", "Job summary", "considered dead", "Missing communicator data",
-                  "compiled with CUDA", "operation counts", "have different status", "errors on ", "ranks reported")
-MARKERS = REPORT_MARKERS + ("RAS ", "PEER_")
+# Cheap tests for whether a text can hold a RAS report or RAS log lines at all (report_markers)
+REPORT_MARKERS, MARKERS = RAS_REPORT_MARKERS, RAS_MARKERS
 
 
 def has_ras(text: str) -> bool:

@@ -1,8 +1,9 @@
 """One input as ncdoc holds it (Source), and what reading it gave (Imported for node evidence,
 Reading for an input of any kind).
 
-A file is read once: whole when it is small enough to hold, else only its head (to tell its
-kind, and the launch line at its top), the rest streamed by the parsers that want it.
+A file is read once: whole when it is small (a paste, a short log), else only its head (to tell its
+kind), the rest streamed in one pass by the parsers that want it (ncdoc.evidence.run_scan), and the
+few lines a report quotes read again by their number.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ if TYPE_CHECKING:
     from typing import Any
 
 # Above this size a file is streamed through the parsers instead of read whole (NCCL INFO logs of
-# large jobs reach gigabytes); its kind is told from its head.
-STREAM_BYTES = 64 << 20
+# large jobs reach gigabytes); its kind is told from its head. Streaming costs the same per byte at any
+# size, so the threshold is where holding the text stops being cheaper: a few hundred ranks' init.
+STREAM_BYTES = 1 << 20
 HEAD_BYTES = 1 << 20
 
 
@@ -27,10 +29,11 @@ class Source:
     """One input: its path ("-": standard input), its text (None: too large to hold, read as a stream)
     and the head its kind is told from (the text itself when held whole)."""
 
-    __slots__ = ("path", "text", "head", "_lines", "_sample")
+    __slots__ = ("path", "text", "head", "plan", "_lines", "_sample")
 
-    def __init__(self, path: str, text: str | None, head: str):
+    def __init__(self, path: str, text: str | None, head: str, plan=None):
         self.path, self.text, self.head = path, text, head
+        self.plan = plan                      # how a streamed file is read (ncdoc.evidence.run_scan.ScanPlan)
         self._lines: tuple[str, ...] | None = None
         self._sample = None
 
@@ -57,6 +60,14 @@ class Source:
             self._sample = Sample(self.head)
         return self._sample
 
+    def lines_at(self, numbers) -> dict[int, str]:
+        """The lines at these 1-based numbers: from the held text, or read again from the streamed file."""
+        if self.text is None:
+            from ncdoc.evidence.textfile import lines_at
+            return lines_at(self.path, numbers)
+        lines = self.lines
+        return {n: lines[n - 1] for n in numbers if 1 <= n <= len(lines)}
+
     def whole_text(self) -> str:
         """The whole text, read now when it was streamed (kinds that cannot be streamed)."""
         if self.text is None:
@@ -65,9 +76,9 @@ class Source:
         return self.text
 
 
-def open_source(path: str) -> Source:
+def open_source(path: str, plan=None) -> Source:
     """The input at `path`, read once; InputError (one line naming it) when it cannot be used:
-    missing, a directory, unreadable, empty, binary."""
+    missing, a directory, unreadable, empty, binary. `plan`: how it is streamed when it is (run_scan.ScanPlan)."""
     from ncdoc.readers.textfile import binary_reason, decode_text, read_user_bytes, read_user_text
     path = str(path)
     try:
@@ -76,13 +87,13 @@ def open_source(path: str) -> Source:
         big = False                 # the reader below says why it cannot be used
     if not big:
         text = read_user_text(path, "evidence")
-        return Source(path, text, text)
+        return Source(path, text, text, plan)
     head = read_user_bytes(path, HEAD_BYTES)
     reason = binary_reason(head[:65536])
     if reason:
         raise InputError(f"cannot be read as evidence: {reason}", path=path)
     # the head ends at its last whole line
-    return Source(path, None, decode_text(head, path, "evidence").rsplit("\n", 1)[0])
+    return Source(path, None, decode_text(head, path, "evidence").rsplit("\n", 1)[0], plan)
 
 
 @dataclass(frozen=True)
@@ -111,6 +122,7 @@ class Reading:
     diag: tuple[Any, ...] = ()         # ncdoc.evidence.nccl_diag DiagReport (NCCL DIAG lines)
     host: tuple[Any, ...] = ()         # ncdoc.evidence.host_output HostOutput (ulimit -a, nvidia-smi, ...)
     detected: str = ""                 # why the input was taken for its kind (ncdoc.importers.kinds.Detection)
+    node_lines: tuple = ()             # (line, text) a run file's node listings were read from (() : all lines)
 
     @property
     def run_evidence(self) -> bool:

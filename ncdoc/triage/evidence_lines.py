@@ -19,7 +19,7 @@ from ncdoc.readers.numbers import is_digits
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Sequence
+    from typing import Iterable, Sequence
 
 # record headers of the four RDMA tools (device, port)
 _HCA_ID = re.compile(r"^\s*hca_id:\s*(\S+)")
@@ -43,12 +43,12 @@ def _field_name(name: str) -> str:
     return {"physical_state": "phys_state", "phys_state": "phys_state", "link_layer": "link_layer"}.get(n, n)
 
 
-def index_listing(lines: Sequence[str]) -> dict[tuple[str, int], dict[str, int]]:
-    """(device, port) -> {field: line number} over the RDMA tool records in `lines` ("_port" = the port's header,
-    "_device" = the device's, "gid:N" = GID index N)."""
+def index_listing(numbered: Iterable[tuple[int, str]]) -> dict[tuple[str, int], dict[str, int]]:
+    """(device, port) -> {field: line number} over the RDMA tool records in the (line number, text) pairs
+    ("_port" = the port's header, "_device" = the device's, "gid:N" = GID index N)."""
     out: dict[tuple[str, int], dict[str, int]] = {}
     dev, port, dev_line = None, None, 0
-    for n, raw in enumerate(lines, 1):
+    for n, raw in numbered:
         s = strip_wrappers(raw)
         m = _IBSTATUS.match(s)
         if m:
@@ -98,17 +98,17 @@ def _field_for(text: str, gids: bool) -> list[str]:
     return want + ["_port", "_device"]
 
 
-def _quoted(e: Evidence, path: str, line: int, lines: Sequence[str]) -> Evidence:
+def _quoted(e: Evidence, path: str, line: int, text: str) -> Evidence:
     """The citation at `path`:`line`, showing that line as it is (as every file:line citation does)."""
-    raw = lines[line - 1].strip()
+    raw = text.strip()
     return dataclasses.replace(e, source=path, line=line, text=raw if len(raw) <= 300 else raw[:297] + "...")
 
 
 def locate(report: Report, node_ev: Sequence) -> Report:
     """`report` with node-fact citations pointing at the pasted listing or matrix line that shows them."""
-    listings = [(ne.source, index_listing(ne.lines), ne.lines) for ne in node_ev
-                if ne.kind == "ibv_devinfo" and ne.lines]
-    matrices = [ne for ne in node_ev if ne.kind == "topo_matrix" and ne.lines]
+    listings = [(ne.source, index_listing(ne.numbered_lines()), dict(ne.numbered_lines())) for ne in node_ev
+                if ne.kind == "ibv_devinfo" and (ne.lines or ne.numbered)]
+    matrices = [ne for ne in node_ev if ne.kind == "topo_matrix" and (ne.lines or ne.numbered)]
     if not listings and not matrices:
         return report
 
@@ -124,14 +124,14 @@ def locate(report: Report, node_ev: Sequence) -> Report:
                 if rec:
                     line = next((rec[f] for f in _field_for(e.text, bool(m.group(3))) if f in rec), None)
                     if line:
-                        return _quoted(e, path, line, lines)
+                        return _quoted(e, path, line, lines[line])
         if e.source == "topology" and matrices:
             row = e.text.split(" ", 1)[0]
             for ne in matrices:
-                for n, raw in enumerate(ne.lines, 1):
+                for n, raw in ne.numbered_lines():
                     mm = _TOPO_ROW.match(strip_wrappers(raw))
                     if mm and mm.group(1) == row:
-                        return _quoted(e, ne.source, n, ne.lines)
+                        return _quoted(e, ne.source, n, raw)
         return e
 
     findings = tuple(dataclasses.replace(f, evidence=tuple(place(e) for e in f.evidence)) for f in report.findings)

@@ -50,7 +50,7 @@ class Gathered:
     snapshot: Snapshot | None = None
     env: NcclEnv = field(default_factory=lambda: NcclEnv(Status.ok("triage")))
     node: tuple[NodeEvidence, ...] = ()
-    texts: dict[str, tuple[str, ...]] = field(default_factory=dict)   # path -> lines, to quote verbatim
+    texts: dict[str, Any] = field(default_factory=dict)   # path -> its Source (lines_at), to quote verbatim
 
 
 @dataclass(frozen=True)
@@ -89,23 +89,34 @@ class TriageResult:
         return d
 
 
-def quote_verbatim(report: Report, texts: dict[str, tuple[str, ...]]) -> Report:
-    """Evidence that names a file and line shows that line as it is in the file."""
+def quote_verbatim(report: Report, texts: dict[str, Any]) -> Report:
+    """Evidence that names a file and line shows that line as it is in the file (a streamed file's lines are
+    read again, all of a file's in one pass)."""
+    wanted: dict[str, set[int]] = {}
+    for f in report.findings:
+        for e in f.evidence:
+            if e.line and e.source in texts:
+                wanted.setdefault(e.source, set()).add(e.line)
+    found = {path: texts[path].lines_at(lines) for path, lines in wanted.items()}
+
     def fix(e):
-        lines = texts.get(e.source)
-        if not lines or not e.line or not 1 <= e.line <= len(lines):
+        got = found.get(e.source)
+        line = got.get(e.line) if got and e.line else None
+        if line is None:
             return e
-        raw = lines[e.line - 1].strip()
+        raw = line.strip()
         return dataclasses.replace(e, text=raw if len(raw) <= 300 else raw[:297] + "...") if raw else e
     findings = tuple(dataclasses.replace(f, evidence=tuple(fix(e) for e in f.evidence)) for f in report.findings)
     return dataclasses.replace(report, findings=findings)
 
 
 def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example: str | None = None,
-                  env: Sequence[str] = ()) -> Gathered:
+                  env: Sequence[str] = (), jobs: int | None = None, plan: Any = None) -> Gathered:
     """Read every input with the reader of its kind (ncdoc.importers.kinds). A file of no known kind among
     several is skipped with a note (kind "unknown"); InputError (exit 2) when an input cannot be read, when
-    the one input is of no known kind or none is usable, or when a known kind fails to parse."""
+    the one input is of no known kind or none is usable, or when a known kind fails to parse. A large run
+    file is read by `jobs` processes (None: one per core; `plan`, an ncdoc.evidence.run_scan.ScanPlan, says
+    it all)."""
     from ncdoc.importers import merge
     from ncdoc.importers.inputs import named, open_source
     from ncdoc.importers.kinds import detection, read_source
@@ -122,11 +133,12 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
         snaps.append(load_node(snapshot=snapshot))
         inputs.append(TriageInput(snapshot, "snapshot_json", ("snapshot",), (), "given with --snapshot"))
     alone = len(paths) + bool(snapshot) + bool(example) < 2
-    texts: dict[str, tuple[str, ...]] = {}
-    read: list[tuple[str, Any, tuple[str, ...]]] = []          # (path, Reading, its lines)
+    texts: dict[str, Any] = {}
+    read: list[tuple[str, Any, Any]] = []          # (path, Reading, its Source)
     unknown: list[InputError] = []
+    plan = _plan(jobs, plan)
     for path in map(str, paths):
-        source = open_source(path)                 # unusable (missing, empty, binary): exit 2, even among others
+        source = open_source(path, plan)           # unusable (missing, empty, binary): exit 2, even among others
         try:
             found = detection(source.sample)
         except InputError as exc:
@@ -137,19 +149,20 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
             inputs.append(TriageInput(path, "unknown", (), (f"skipped: {exc.message}",)))
             continue
         reading = read_source(found.kind, source)
-        if not source.streamed:
-            texts[path] = source.lines
+        texts[path] = source
         inputs.append(TriageInput(path, reading.kind, reading.read_as, reading.notes, found.why))
-        read.append((path, reading, source.lines))
+        read.append((path, reading, source))
     if unknown and all(i.kind == "unknown" for i in inputs):
         raise unknown[0]                # nothing usable at all: exit 2 as for a single unknown file
 
     node_ev: list[NodeEvidence] = []
-    for path, reading, lines in read:
+    for path, reading, source in read:
         for imp in reading.nodes:
             snaps.append(imp.snapshot)
             hs = imp.snapshot.hcas.status
-            node_ev.append(NodeEvidence(path, imp.kind, imp.tool, tuple(imp.notes), hs.state, hs.reason, lines))
+            lines = () if reading.node_lines else source.lines
+            node_ev.append(NodeEvidence(path, imp.kind, imp.tool, tuple(imp.notes), hs.state, hs.reason, lines,
+                                        reading.node_lines))
     logs = tuple(x for _, r, _ in read for x in r.logs)
     tests = tuple(x for _, r, _ in read for x in r.tests)
     launch = tuple(x for _, r, _ in read for x in r.launch)
@@ -163,6 +176,16 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
     if snap is not None:
         snap = snap.replace(env=nenv)
     return Gathered(tuple(inputs), logs, tests, launch, ras, diag, host, snap, nenv, tuple(node_ev), texts)
+
+
+def _plan(jobs: int | None, plan: Any) -> Any:
+    """How a large run file is read: `plan` as given, else `jobs` processes (None: one per core)."""
+    from ncdoc.evidence.run_scan import ScanPlan
+    if plan is not None:
+        return plan
+    if jobs is not None and jobs < 1:
+        raise UsageError("--jobs must be at least 1")
+    return ScanPlan(jobs=jobs or ScanPlan.cores())
 
 
 def _log_env(log: Any) -> list[EnvValue]:
@@ -293,11 +316,12 @@ def conclusion(report: Report, verdict: Finding | None, ev: Gathered) -> dict[st
 
 def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | None = None,
            env: Sequence[str] = (), nic_gbps: float | None = None, nics: int | None = None,
-           nodes: int | None = None, rules: Sequence[Rule] | None = None) -> TriageResult:
+           nodes: int | None = None, rules: Sequence[Rule] | None = None, jobs: int | None = None,
+           plan: Any = None) -> TriageResult:
     from ncdoc.checks.evidence_common import job_expectation
     from ncdoc.triage.facts import build_facts, observed_failures
 
-    ev = read_evidence(paths, snapshot=snapshot, example=example, env=env)
+    ev = read_evidence(paths, snapshot=snapshot, example=example, env=env, jobs=jobs, plan=plan)
     ctx = build_context(ev, nic_gbps=nic_gbps, nics=nics, nodes=nodes)
     rules = list(rules) if rules is not None else load_rules()
     from ncdoc.triage.evidence_lines import locate, once

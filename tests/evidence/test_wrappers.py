@@ -94,8 +94,8 @@ def test_old_nccl_lines_behind_a_tag():
     # NCCL 2.3 and older: no "NCCL" token before INFO/WARN, here behind mpirun's tag
     lines = ["[1,0]<stdout>:node01:4012:4012 [0] INFO NCCL version 2.3.7+cuda9.2",
              "[1,0]<stdout>:node01:4012:4050 [0] misc/ibvwrap.cu:63 WARN Failed to open libibverbs.so[.1]"]
-    from ncdoc.importers.run_files import _parse_run_text
-    log, _ = _parse_run_text(lines, "old.log")
+    from ncdoc.evidence.run_scan import scan_lines
+    log = scan_lines(lines, "old.log").log
     assert log.nccl_version == "2.3.7" and log.problems_of("ibverbs_missing")
 
 

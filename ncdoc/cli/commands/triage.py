@@ -36,6 +36,7 @@ examples:
   ncdoc triage results.txt --nic-gbps 400 --nics 8 --nodes 2
   ncdoc triage job.log --env NCCL_IB_HCA=mlx5_0,mlx5_1 --json
   ncdoc triage job.log all_reduce.txt --format html > triage.html
+  ncdoc triage huge.log --jobs 4
 """
 
 
@@ -55,6 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fail-on", choices=("error", "warning", "info", "none"), default="error",
                         help="lowest severity that makes the exit status 1 (default error)")
     parser.add_argument("--show-skipped", action="store_true", help="list the rules skipped and why")
+    parser.add_argument("--jobs", type=int, metavar="N",
+                        help="processes reading a large log at once (default: one per core this process may use); "
+                             "the facts are the same for any N")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="say why each input was taken for its kind (how many of its lines bear that kind's "
                              "sign, and which other kinds' signs it bears); --json always carries it")
@@ -70,8 +74,10 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--nics needs --nic-gbps")
     if args.snapshot and args.example:
         raise UsageError("give --snapshot or --example, not both")
+    if args.jobs is not None and args.jobs < 1:
+        raise UsageError("--jobs must be at least 1")
     result = triage(args.paths, snapshot=args.snapshot, example=args.example, env=args.env,
-                    nic_gbps=args.nic_gbps, nics=args.nics, nodes=args.nodes)
+                    nic_gbps=args.nic_gbps, nics=args.nics, nodes=args.nodes, jobs=args.jobs)
     if fmt == "html":
         from ncdoc.report.build import triage_page
         sys.stdout.write(triage_page(result, snapshot=args.snapshot, example=args.example))
