@@ -13,66 +13,140 @@ import re
 from ncdoc.errors import InputError
 from ncdoc.startup.json_load import load_data
 
+class _Sign:
+    """A pattern a kind's lines bear, compiled the first time a text holds one of the words every match of it
+    holds (`needs`): most texts hold few kinds, and a pattern that cannot match is neither run nor compiled.
+
+    Where it looks in a Sample: a pattern whose every alternative is anchored at a line start never matches a
+    line of NCCL's own shape (`host:pid:tid [dev] NCCL INFO ...`), so it reads only the other lines
+    (`free` is None); one with alternatives that may match anywhere reads every line when the text holds one
+    of the words those need (`free`), else the other lines alone; `free` = ALL: every line always."""
+
+    __slots__ = ("pattern", "flags", "needs", "free", "_rx")
+
+    def __init__(self, pattern: str, needs: tuple, flags: int = re.M, free: tuple | None = None):
+        self.pattern, self.flags, self.needs, self.free, self._rx = pattern, flags, needs, free, None
+
+    @property
+    def rx(self) -> re.Pattern:
+        if self._rx is None:
+            self._rx = re.compile(self.pattern, self.flags)
+        return self._rx
+
+    def possible(self, text: str) -> bool:
+        for need in self.needs:
+            if need in text if isinstance(need, str) else need(text):
+                return True
+        return False
+
+    def search(self, text: str):
+        return self.rx.search(text) if self.possible(text) else None
+
+    def count(self, text: str) -> int:
+        return _count(self.rx, text) if self.possible(text) else 0
+
+    def scope(self, sample: "Sample") -> str:
+        """The text of `sample` this sign is looked for in."""
+        if self.free is None:
+            return sample.other
+        if self.free is ALL or any(w in sample.clean if isinstance(w, str) else w(sample.clean) for w in self.free):
+            return sample.clean
+        return sample.other
+
+
+ALL = ()      # a sign that may match any line
+
+
+def _found(pattern: str):
+    """A need that is a pattern starting with a literal (C skips to its candidates), compiled when first asked."""
+    box: list = []
+
+    def need(text: str) -> bool:
+        if not box:
+            box.append(re.compile(pattern, re.M))
+        return box[0].search(text) is not None
+    return need
+
+
 _PATH_TOKEN = r"(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)"
 _HOST = r"(?:[\w.-]+:[ \t]+)?"  # pdsh/clush put "node1: " before every line
-_TOPO_ROW = re.compile(rf"^[ \t]*{_HOST}GPU\d+[ \t]+{_PATH_TOKEN}(?:[ \t]|$)", re.M)
-_TOPO_HEADER = re.compile(rf"^[ \t]*{_HOST}GPU0(?:[ \t]+(?:GPU\d+|NIC\d+|mlx\w+))*[ \t]+"
-                          r"(?:GPU\d+|NIC\d+|mlx\w+|CPU Affinity|NUMA)", re.M)
-_TESTS_ROW = re.compile(r"^[ \t]*\d+[ \t]+\d+[ \t]+(?:float|double|half|bfloat16|b?float\d*|u?int\d+|"
-                        r"fp8\w*|f8\w*)[ \t]", re.M)
-_TESTS_HEAD = re.compile(r"^#[ \t]+size[ \t]+count[ \t]+type|Avg bus bandwidth|Collective test|"
-                         r"^#[ \t]*Out of bounds values", re.M)
+_TOPO_ROW = _Sign(rf"^[ \t]*{_HOST}GPU\d+[ \t]+{_PATH_TOKEN}(?:[ \t]|$)",
+                  (_found(rf"GPU\d+[ \t]+{_PATH_TOKEN}(?:[ \t]|$)"),))
+_TOPO_HEADER = _Sign(rf"^[ \t]*{_HOST}GPU0(?:[ \t]+(?:GPU\d+|NIC\d+|mlx\w+))*[ \t]+"
+                     r"(?:GPU\d+|NIC\d+|mlx\w+|CPU Affinity|NUMA)", (_found(r"GPU0[ \t]"),))
+_TESTS_ROW = _Sign(r"^[ \t]*\d+[ \t]+\d+[ \t]+(?:float|double|half|bfloat16|b?float\d*|u?int\d+|"
+                   r"fp8\w*|f8\w*)[ \t]", ("float", "double", "half", "fp8", "f8", _found(r"int\d")))
+_TESTS_HEAD = _Sign(r"^#[ \t]+size[ \t]+count[ \t]+type|Avg bus bandwidth|Collective test|"
+                    r"^#[ \t]*Out of bounds values",
+                    (_found(r"#[ \t]+size[ \t]+count"), "Avg bus bandwidth", "Collective test", "Out of bounds values"),
+                    free=("Avg bus bandwidth", "Collective test"))
 # the "#" is optional: pasted from a rendered issue, markdown turned these lines into headings
-_TESTS_PREAMBLE = re.compile(r"^#?[ \t]*nThread[ \t]+\d+[ \t]+nGpus|^#[ \t]*Using devices|"
-                             r"^#?[ \t]*Rank[ \t]+\d+[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]", re.M)
+_TESTS_PREAMBLE = _Sign(r"^#?[ \t]*nThread[ \t]+\d+[ \t]+nGpus|^#[ \t]*Using devices|"
+                        r"^#?[ \t]*Rank[ \t]+\d+[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid[ \t]+\d+[ \t]+on[ \t]",
+                        ("nThread", "Using devices", _found(r"Rank[ \t]+\d+[ \t]+(?:Group[ \t]+\d+[ \t]+)?Pid")))
 # NCCL's own lines (INFO/WARN/TRACE, and 2.31's diagnostics "NCCL DIAG"), or a framework's report of an NCCL
 # failure (PyTorch c10d, JAX/XLA: "ncclInternalError: ..." then "Last error:") when NCCL_DEBUG was not set
-_NCCL_LOG = re.compile(r"NCCL (?:INFO|WARN|TRACE|DIAG)\b|NCCL version \d|NCCL error|"
-                       r"\bnccl(?:[A-Z]\w*Error|InvalidArgument|InvalidUsage): |Last error:", re.M)
+_NCCL_LOG = _Sign(r"NCCL (?:INFO|WARN|TRACE|DIAG)\b|NCCL version \d|NCCL error|"
+                  r"\bnccl(?:[A-Z]\w*Error|InvalidArgument|InvalidUsage): |Last error:", ("NCCL", "nccl", "Last error:"),
+                  free=ALL)
 # NCCL message bodies pasted without the "host:pid:tid [dev] NCCL" prefix (each led by a literal)
 # NCCL 2.3 and older: "host:pid:tid [dev] INFO ..." / "host:pid:tid [dev] file.cu:63 WARN ..." (no "NCCL")
-_OLD_NCCL = re.compile(r"^[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?:INFO|WARN) ", re.M)
-_BARE_NCCL = re.compile(r"^[ \t]*(?:INFO|WARN) (?:NET/|NCCL_|Bootstrap|Using network|GPU Direct RDMA|Channel |Ring |"
-                        r"comm 0x|Call to |[\w./+-]{1,80}\.(?:cc|cu|c|h):\d+ )"
-                        r"|^[ \t]*(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? "
-                        r"(?:\[(?:send|receive)\] )?via (?:NET|P2P|SHM|COLLNET)/"
-                        # a WARN body frameworks print on its own after "Last error:": the NVLS multicast bind (2.27+)
-                        r"|^[ \t]*Failed to bind NVLink SHARP \(NVLS\) Multicast memory", re.M)
+_OLD_NCCL = _Sign(r"^[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?:INFO|WARN) ", ("INFO ", "WARN "))
+_BARE_NCCL = _Sign(r"^[ \t]*(?:INFO|WARN) (?:NET/|NCCL_|Bootstrap|Using network|GPU Direct RDMA|Channel |Ring |"
+                   r"comm 0x|Call to |[\w./+-]{1,80}\.(?:cc|cu|c|h):\d+ )"
+                   r"|^[ \t]*(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? "
+                   r"(?:\[(?:send|receive)\] )?via (?:NET|P2P|SHM|COLLNET)/"
+                   # a WARN body frameworks print on its own after "Last error:": the NVLS multicast bind (2.27+)
+                   r"|^[ \t]*Failed to bind NVLink SHARP \(NVLS\) Multicast memory",
+                   ("INFO ", "WARN ", " via ", "Failed to bind NVLink"))
 # ncclras (src/ras/client_support.cc): its section titles, table headers and error lines; RAS monitor events
-_RAS_REPORT = re.compile(r"^(?:Job summary|Communicators\.\.\..*|Errors|Warnings)[ \t]*\n=+[ \t]*$|"
-                         r"^[ \t]*Group[ \t]+Comms[ \t]+Nodes[ \t]+Ranks|^No communicator data collected!|"
-                         r"^NCCL version \S+ compiled with CUDA \d|^CUDA runtime version \d+, driver version \d+|"
-                         r"^[ \t]+Missing communicator data from \d|considered dead \(unreachable via the RAS network\)|"
-                         r"^#\d+-\d+ \([0-9a-f]{16}\) (?:INCOMPLETE|MISMATCH|ERROR)|"
-                         r"^(?:\[[^\]]{4,40}\] )?PEER_(?:DEAD|NEW|CONNECTING): |^RAS Monitor Mode", re.M)
+_RAS_REPORT = _Sign(r"^(?:Job summary|Communicators\.\.\..*|Errors|Warnings)[ \t]*\n=+[ \t]*$|"
+                    r"^[ \t]*Group[ \t]+Comms[ \t]+Nodes[ \t]+Ranks|^No communicator data collected!|"
+                    r"^NCCL version \S+ compiled with CUDA \d|^CUDA runtime version \d+, driver version \d+|"
+                    r"^[ \t]+Missing communicator data from \d|considered dead \(unreachable via the RAS network\)|"
+                    r"^#\d+-\d+ \([0-9a-f]{16}\) (?:INCOMPLETE|MISMATCH|ERROR)|"
+                    r"^(?:\[[^\]]{4,40}\] )?PEER_(?:DEAD|NEW|CONNECTING): |^RAS Monitor Mode",
+                    ("\n=", "Comms", "No communicator data", "compiled with CUDA", "CUDA runtime version",
+                     "Missing communicator data", "considered dead", ") INCOMPLETE", ") MISMATCH", ") ERROR", "PEER_",
+                     "RAS Monitor Mode"), free=("considered dead (unreachable",))
 # PyTorch ProcessGroupNCCL / c10d and the frameworks around it (DeepSpeed, Lightning, vLLM) reporting on
 # NCCL collectives: the watchdog, its work records, distributed errors
-_FRAMEWORK = re.compile(r"ProcessGroupNCCL|Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=|"
-                        r"torch\.distributed\.|DistBackendError|c10d::|NCCL communicator was aborted|"
-                        r"TORCH_NCCL_\w+|ncclCommInitRank failed", re.M)
+_FRAMEWORK = _Sign(r"ProcessGroupNCCL|Watchdog caught collective operation timeout|WorkNCCL\(SeqNum=|"
+                   r"torch\.distributed\.|DistBackendError|c10d::|NCCL communicator was aborted|"
+                   r"TORCH_NCCL_\w+|ncclCommInitRank failed",
+                   ("ProcessGroupNCCL", "Watchdog caught", "WorkNCCL(", "torch.distributed.", "DistBackendError",
+                    "c10d::", "NCCL communicator was aborted", "TORCH_NCCL_", "ncclCommInitRank failed"), free=ALL)
 # What people paste about the host a job ran on: `ulimit -a`, nvidia-smi and NVML failures, the kernel
 # module's /proc/driver/nvidia/version, `nvcc --version`, the driver's API-mismatch message
-_HOST_OUTPUT = re.compile(r"^max locked memory[ \t]+\(kbytes, -l\)|^core file size[ \t]+\(blocks, -c\)|"
-                          r"Failed to initialize NVML: |^NVRM version: |NVML library version: |"
-                          r"^\|?[ \t]*NVIDIA-SMI \d[\d.]*[ \t]+Driver Version: |NVIDIA-SMI has failed|"
-                          r"Driver/library version mismatch|^Cuda compilation tools, release \d|NVRM: API mismatch|"
-                          r"NVIDIA driver on your system is too old|not compatible with the current PyTorch installation",
-                          re.M)
+_HOST_OUTPUT = _Sign(r"^max locked memory[ \t]+\(kbytes, -l\)|^core file size[ \t]+\(blocks, -c\)|"
+                     r"Failed to initialize NVML: |^NVRM version: |NVML library version: |"
+                     r"^\|?[ \t]*NVIDIA-SMI \d[\d.]*[ \t]+Driver Version: |NVIDIA-SMI has failed|"
+                     r"Driver/library version mismatch|^Cuda compilation tools, release \d|NVRM: API mismatch|"
+                     r"NVIDIA driver on your system is too old|not compatible with the current PyTorch installation",
+                     ("max locked memory", "core file size", "NVML", "NVRM", "NVIDIA-SMI", "Driver/library version",
+                      "Cuda compilation tools", "NVIDIA driver on your system", "not compatible with the current PyTorch"),
+                     free=("Failed to initialize NVML: ", "NVML library version: ", "NVIDIA-SMI has failed",
+                           "Driver/library version mismatch", "NVRM: API mismatch", "NVIDIA driver on your system is too old",
+                           "not compatible with the current PyTorch installation"))
 # nccl-tests' own check lines (src/common.h CUDACHECK / NCCLCHECK / TESTCHECK; before 2019 without host and "Test")
-_TESTS_FAILURE = re.compile(r"(?:^|: )(?:Test )?(?:CUDA|Cuda|NCCL) failure [\w./-]+\.cu:\d+ '|"
-                            r"^ ?\.\. \S+ pid \d+: Test failure [\w./-]+:\d+", re.M)
-_IBSTATUS = re.compile(r"^Infiniband device '[^']+' port \d+ status:", re.M)
+_TESTS_FAILURE = _Sign(r"(?:^|: )(?:Test )?(?:CUDA|Cuda|NCCL) failure [\w./-]+\.cu:\d+ '|"
+                       r"^ ?\.\. \S+ pid \d+: Test failure [\w./-]+:\d+", (" failure ",),
+                       free=(_found(r": (?:Test )?(?:CUDA|Cuda|NCCL) failure "),))
+_IBSTATUS = _Sign(r"^Infiniband device '[^']+' port \d+ status:", ("Infiniband device '",))
 # Every sign is searched over the whole sample: none may let \s (which spans line ends) run from a line's
 # start, or 20 KB of blank lines cost seconds; [ \t] instead.
-_IBSTAT = re.compile(r"^CA '[^'\n]+'[ \t\r]*$|^[ \t]+CA type:", re.M)
-_SHOW_GIDS = re.compile(r"^[ \t]*DEV[ \t]+PORT[ \t]+INDEX[ \t]+GID\b", re.M)
+_IBSTAT = _Sign(r"^CA '[^'\n]+'[ \t\r]*$|^[ \t]+CA type:", ("CA '", "CA type:"))
+_SHOW_GIDS = _Sign(r"^[ \t]*DEV[ \t]+PORT[ \t]+INDEX[ \t]+GID\b", ("INDEX",))
 # `ibv_devinfo -v` prints each port's GID table as "\t\t\tGID[  3]:\t\t::ffff:10.0.0.1, RoCE v2"; people
 # often paste those lines alone, without the hca_id line above them.
 _IBV_GID_LINE = r"^[ \t]*GID\[[ \t]*\d+\]:[ \t]*[0-9A-Fa-f]*:[0-9A-Fa-f:.]*"
-_IBV_DEVINFO = re.compile(r"^[ \t]*hca_id:[ \t]*\S|^[ \t]*\d+ HCAs? found|^[ \t]*No IB devices found|"
-                          r"(?:^|[\s$#>])ibv_devinfo(?:\s|$)|" + _IBV_GID_LINE, re.M)
-_ENV = re.compile(r"(?:^|[\s\"',;{\[])(?:export[ \t]+)?NCCL_[A-Z0-9_]+[ \t]*(?:=|:[ \t\"'0-9A-Za-z^])|"
-                  r"-x[ \t]+NCCL_[A-Z0-9_]+|name:[ \t]*[\"']?NCCL_", re.M)
+_IBV_DEVINFO = _Sign(r"^[ \t]*hca_id:[ \t]*\S|^[ \t]*\d+ HCAs? found|^[ \t]*No IB devices found|"
+                     r"(?:^|[\s$#>])ibv_devinfo(?:\s|$)|" + _IBV_GID_LINE,
+                     ("hca_id:", "HCA found", "HCAs found", "No IB devices found", "ibv_devinfo", "GID["),
+                     free=("ibv_devinfo",))
+_ENV = _Sign(r"(?:^|[\s\"',;{\[])(?:export[ \t]+)?NCCL_[A-Z0-9_]+[ \t]*(?:=|:[ \t\"'0-9A-Za-z^])|"
+             r"-x[ \t]+NCCL_[A-Z0-9_]+|name:[ \t]*[\"']?NCCL_",
+             (_found(r"NCCL_[A-Z0-9_]+[ \t]*(?:=|:[ \t\"'0-9A-Za-z^])"), "-x", "name:"), free=ALL)
 
 
 def _xml_root(text: str) -> str | None:
@@ -107,7 +181,7 @@ def check_text(text: str, what: str = "input") -> None:
         raise InputError(f"{what} is binary or not UTF-8 text")
 
 
-_EMBEDDED_IBV = re.compile(r"^[ \t]*hca_id:[ \t]*\S", re.M)
+_EMBEDDED_IBV = _Sign(r"^[ \t]*hca_id:[ \t]*\S", ("hca_id:",))
 
 
 def embedded_node_kinds(text: str) -> tuple[str, ...]:
@@ -129,7 +203,7 @@ class Sample:
     log-shipper prefixes in front of them (`clean`, made when a sign first asks), and, when it is JSON,
     the value."""
 
-    __slots__ = ("text", "stripped", "data", "json_error", "_clean")
+    __slots__ = ("text", "stripped", "data", "json_error", "_clean", "_counts", "_other")
     NOT_JSON = object()
 
     def __init__(self, text: str):
@@ -139,6 +213,8 @@ class Sample:
         self.data = Sample.NOT_JSON
         self.json_error: str | None = None       # why text that looks like JSON is not
         self._clean: str | None = None
+        self._counts: dict = {}
+        self._other: str | None = None
         if self.stripped[:1] in ("{", "["):
             try:
                 self.data = load_data(self.stripped)
@@ -158,6 +234,24 @@ class Sample:
     def is_json(self) -> bool:
         return self.data is not Sample.NOT_JSON
 
+    def count(self, sign: _Sign) -> int:
+        """How many lines of the clean text bear `sign` (up to _CAP), counted once per sample."""
+        got = self._counts.get(sign)
+        if got is None:
+            got = self._counts[sign] = sign.count(sign.scope(self))
+        return got
+
+    def has(self, sign: _Sign) -> bool:
+        return self.count(sign) > 0
+
+    @property
+    def other(self) -> str:
+        """The clean text without the lines of NCCL's own shape (what the line-anchored signs read)."""
+        if self._other is None:
+            plain = _PLAIN_LINE.match
+            self._other = "\n".join(x for x in self.clean.split("\n") if plain(x) is None)
+        return self._other
+
     @property
     def clean(self) -> str:
         """The text, each line without what launchers and log shippers put in front of it."""
@@ -166,6 +260,9 @@ class Sample:
             self._clean = unwrapped_text(self.text)
         return self._clean
 
+
+# A line as NCCL prints it: a host token (a launcher tag without a space glued to it), the device, the level.
+_PLAIN_LINE = re.compile(r"\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) ")
 
 # Text that is meant as JSON: an object, or an array of values; "[1,0]<stdout>:" and "[rank0]:" are
 # launcher tags, not a broken array.
@@ -190,19 +287,19 @@ def _count(rx: re.Pattern, text: str) -> int:
     return n
 
 
-def _export_lines(text: str) -> int:
-    """Lines with an `--export=...NCCL_...` (srun) list: found with str.find, each line looked at once."""
-    n, at = 0, 0
-    while n < _CAP:
+def _export_line_starts(text: str, starts: set) -> None:
+    """Add the starts of lines with an `--export=...NCCL_...` (srun) list: found with str.find, each line looked
+    at once (a regex running to the line's end from every "--export" is quadratic on a long line)."""
+    at = 0
+    while len(starts) < _CAP:
         i = text.find("--export", at)
         if i < 0:
             break
         end = text.find("\n", i)
         end = len(text) if end < 0 else end
         if text[i + 8:i + 9] in ("=", " ") and text.find("NCCL_", i + 9, end) >= 0:
-            n += 1
+            starts.add(text.rfind("\n", at, i) + 1 or at)
         at = end + 1
-    return n
 
 
 # ---------------------------------------------------------------- the signs, one per kind
@@ -223,7 +320,7 @@ def is_hwloc_xml(s: Sample) -> int:
 
 
 def _tests_table(s: Sample) -> int:
-    return _count(_TESTS_ROW, s.clean) + _count(_TESTS_HEAD, s.clean)
+    return s.count(_TESTS_ROW) + s.count(_TESTS_HEAD)
 
 
 def is_ras_report(s: Sample) -> int:
@@ -232,11 +329,11 @@ def is_ras_report(s: Sample) -> int:
         d = s.data
         return int(isinstance(d, dict) and isinstance(d.get("communicators"), list)
                    and bool({"nccl_version", "ras", "communicators_count"} & set(d)))
-    return _count(_RAS_REPORT, s.clean)
+    return s.count(_RAS_REPORT)
 
 
 def nccl_log_lines(s: Sample) -> int:
-    return max(_count(_NCCL_LOG, s.clean), _count(_BARE_NCCL, s.clean) + _count(_OLD_NCCL, s.clean))
+    return max(s.count(_NCCL_LOG), s.count(_BARE_NCCL) + s.count(_OLD_NCCL))
 
 
 # A result row, or more table header lines than this, make a text nccl-tests output however many NCCL lines
@@ -246,7 +343,7 @@ STRAY_TABLE_LINES = 2
 
 def is_nccl_log(s: Sample) -> int:
     """NCCL's own lines, unless the text has an nccl-tests table (whose runs print NCCL lines too)."""
-    table = _TESTS_ROW.search(s.clean) is not None or _count(_TESTS_HEAD, s.clean) > STRAY_TABLE_LINES
+    table = s.count(_TESTS_ROW) > 0 or s.count(_TESTS_HEAD) > STRAY_TABLE_LINES
     return 0 if table else nccl_log_lines(s)
 
 
@@ -256,32 +353,79 @@ def is_nccl_tests(s: Sample) -> int:
         d = s.data       # JSON_FILE_VERSION 3: results + config
         return int(isinstance(d, dict) and isinstance(d.get("results"), list) and "schema_version" not in d
                    and ("config" in d or "nccl_version" in d or "average_bus_bandwidth" in d))
-    return _tests_table(s) + _count(_TESTS_PREAMBLE, s.clean) + _count(_TESTS_FAILURE, s.clean)
+    return _tests_table(s) + s.count(_TESTS_PREAMBLE) + s.count(_TESTS_FAILURE)
 
 
 def is_framework_log(s: Sample) -> int:
     """A framework's lines about NCCL collectives (PyTorch's ProcessGroupNCCL watchdog, c10d errors)."""
-    return _count(_FRAMEWORK, s.clean)
+    return s.count(_FRAMEWORK)
 
 
 def is_topo_matrix(s: Sample) -> int:
-    return _count(_TOPO_ROW, s.clean) + _count(_TOPO_HEADER, s.clean)
+    return s.count(_TOPO_ROW) + s.count(_TOPO_HEADER)
 
 
 def is_rdma_listing(s: Sample) -> int:
-    return len(ibv_tools_present(s.clean))
+    return sum(1 for sign in (_SHOW_GIDS, _IBSTATUS, _IBSTAT, _IBV_DEVINFO) if s.has(sign))
 
 
 def is_host_output(s: Sample) -> int:
     """Output of the commands people run on the job's host: ulimit -a, nvidia-smi, the driver's version."""
-    return _count(_HOST_OUTPUT, s.clean)
+    return s.count(_HOST_OUTPUT)
 
 
 def is_env(s: Sample) -> int:
     """Env or launch material: NCCL_ assignments, launcher options; or a JSON mapping naming NCCL_ variables."""
     if s.is_json:
         return int(_mentions_nccl_var(s.data))
-    return min(_CAP, _count(_ENV, s.text) + _export_lines(s.text))
+    got = s._counts.get(_ENV)
+    if got is None:
+        got = s._counts[_ENV] = _env_lines(s.text)      # env lines are read as written, prefixes and all
+    return got
+
+
+# _ENV's alternatives, each led by a literal (so C skips to its candidates), and what may stand before an
+# assignment's name: every alternative matches within one line, so a line bears _ENV when one of these
+# matches on it
+_ENV_ASSIGN = _Sign(r"NCCL_[A-Z0-9_]+[ \t]*(?:=|:[ \t\"'0-9A-Za-z^])", ("NCCL_",), 0)
+_ENV_OPTIONS = (_Sign(r"-x[ \t]+NCCL_[A-Z0-9_]+", ("-x",), 0), _Sign(r"name:[ \t]*[\"']?NCCL_", ("name:",), 0))
+_BEFORE_NAME = frozenset(" \t\n\r\f\v\"',;{[")
+
+
+def _sign_line_starts(sign: _Sign, text: str, starts: set, keep=None) -> None:
+    """Add the starts of lines bearing `sign` (matches `keep` accepts). After a line is counted the search goes
+    on from the next one, and a line start is looked for only back to where the search began: linear in the
+    text, however many matches a line holds."""
+    if not sign.possible(text):
+        return
+    search, at = sign.rx.search, 0
+    while len(starts) < _CAP:
+        m = search(text, at)
+        if m is None:
+            return
+        start = m.start()
+        if keep is not None and not keep(text, start):
+            at = start + 1
+            continue
+        starts.add(text.rfind("\n", at, start) + 1 or at)
+        at = text.find("\n", max(m.end(), start + 1) - 1)
+        if at < 0:
+            return
+        at += 1
+
+
+def _assign_starts_a_name(text: str, at: int) -> bool:
+    return at == 0 or text[at - 1] in _BEFORE_NAME or text[at - 1].isspace()
+
+
+def _env_lines(text: str) -> int:
+    """_count(_ENV, text), found through _ENV's literal-led alternatives and srun's --export lists."""
+    starts: set[int] = set()
+    _sign_line_starts(_ENV_ASSIGN, text, starts, _assign_starts_a_name)
+    for sign in _ENV_OPTIONS:
+        _sign_line_starts(sign, text, starts)
+    _export_line_starts(text, starts)
+    return min(len(starts), _CAP)
 
 
 def _mentions_nccl_var(data, depth: int = 0) -> bool:
