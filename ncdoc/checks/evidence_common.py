@@ -10,7 +10,7 @@ needs is declared with its rule (`needs: [log]`, `[tests]`): the engine skips it
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 from typing import Any, Iterable
 
 from ncdoc.nccl.bandwidth import Expectation, expected_bandwidth
@@ -20,7 +20,7 @@ from ncdoc.findings import Evidence
 MAX_EVIDENCE = 4
 
 
-@dataclass(frozen=True)
+@record
 class NodeEvidence:
     """A node-evidence file (ibv_devinfo, topo -m, XML) as read: what its importer made of it, and its
     lines, so a check can quote the line behind a fact. In ctx.evidence["node_evidence"]."""
@@ -124,7 +124,7 @@ def in_nvls(log: Any, p: Any) -> bool:
 _SPLIT_LINES = 2          # a message NCCL prints over lines: its CUDA error this many lines below its start
 
 
-@dataclass(frozen=True)
+@record
 class CudaError:
     """A CUDA error a run reported, in an NCCL log (NCCL's "Cuda failure ...") or in nccl-tests output
     ("Test CUDA failure ...", or a CUDA failure NCCL's last error names): one shape, so every rule about a

@@ -9,7 +9,7 @@ GB/s as 1e9 bytes/s, which is what the port rate / 8 gives too.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 from typing import Any
 
 from ncdoc.nccl.bandwidth import ERROR_FRACTION, MIN_PEAK_BYTES, WARN_FRACTION
@@ -23,7 +23,7 @@ COLLAPSE_FACTOR = 2.5
 COLLAPSE_MIN_BYTES = 1 << 20
 
 
-@dataclass(frozen=True)
+@record
 class Point:
     size: int
     busbw: float

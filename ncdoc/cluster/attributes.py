@@ -13,7 +13,7 @@ it under the new name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 
 ABSENT = "(absent)"        # the node has no such device / port
 UNSET = "(unset)"          # the variable is not set on that node
@@ -22,7 +22,7 @@ UNSET = "(unset)"          # the variable is not set on that node
 GROUPS = ("versions", "gpus", "hcas", "ports", "pcie", "host", "topology", "env")
 
 
-@dataclass(frozen=True)
+@record
 class Attr:
     key: str
     group: str
@@ -236,7 +236,7 @@ def _order(key: str) -> tuple:
     return (GROUPS.index(group) if group in GROUPS else len(GROUPS), natural(key))
 
 
-@dataclass
+@record(frozen=False)
 class AttributeTable:
     """Column-major node x attribute values: values[key][node] (None = not known there)."""
     nodes: tuple[str, ...]

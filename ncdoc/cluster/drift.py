@@ -10,14 +10,14 @@ never count as a difference.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 
 from ncdoc.cluster.attributes import Attr, AttributeTable, natural
 
 MAJORITY, GOLDEN, NONE = "majority", "golden", "none"
 
 
-@dataclass(frozen=True)
+@record
 class AttrDrift:
     attr: Attr
     reference: str | None                          # the value nodes should have; None when no majority

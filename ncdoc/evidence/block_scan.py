@@ -29,7 +29,9 @@ from ncdoc.evidence import nccl_log_patterns as P
 # nccl-tests line nor a node listing line.
 _PLAIN = re.compile(rb"\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) ")
 _OTHER = re.compile(rb"\n(?!\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) )")
-_RAS_INFO = b"NCCL INFO RAS "        # NCCL's RAS subsystem lines: read by the RAS report reader too
+_RAS_INFO = b"NCCL INFO RAS "        # NCCL's RAS subsystem lines: the RAS report reader reads those that say
+# a peer is dead, a connection retry or a collective timed out (ras_report's log lines); the rest say nothing to it
+_RAS_EVENTS = (b"RAS declaring peer", b"RAS connection from peer", b"RAS connect retry", b"RAS collective")
 _TEST = b"Test "                    # an nccl-tests failure line another process's NCCL line ran into
 
 HEAD_LINES = 8           # lines kept from a block's start: a follow-up begun in the block before reads them
@@ -122,7 +124,7 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
             if bits:
                 marked[ev[1]] = (ev[1], text, bits)
     for n, text in _plain_with(block, _RAS_INFO, other_at):
-        if n not in marked:
+        if n not in marked and any(w in text for w in _RAS_EVENTS):
             marked[n] = (n, text, markers.kinds(text) | RAS)
     bs.marked = [marked[n] for n in sorted(marked)]
     bs.ras_whole = None

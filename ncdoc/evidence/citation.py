@@ -7,13 +7,13 @@ collector keeps only the first few lines of each kind: flat memory whatever the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 
 MAX_TEXT = 200          # characters of a line kept as evidence
 PER_KIND = 5            # evidence lines kept per fact kind
 
 
-@dataclass(frozen=True)
+@record
 class Citation:
     """One quoted input line; findings turn it into their own ncdoc.findings.Evidence (with the file)."""
     line: int            # 1-based line number in the source

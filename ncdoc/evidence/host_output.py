@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from ncdoc.startup.record import field, record
 from typing import Any
 
 from ncdoc.evidence.citation import Citation, CitationBook
@@ -53,7 +53,7 @@ _INSUFFICIENT = "CUDA driver version is insufficient for CUDA runtime version"
 MARKERS = HOST_MARKERS            # what a text must hold for this parser to find anything (report_markers)
 
 
-@dataclass(frozen=True)
+@record
 class Registration:
     """A memory registration or queue creation another RDMA library reported failing with ENOMEM."""
     call: str
@@ -61,7 +61,7 @@ class Registration:
     line: int
 
 
-@dataclass(frozen=True)
+@record
 class HostOutput:
     source: str = ""
     memlock_kib: int | None = None         # `ulimit -l` in KiB; None when unknown or unlimited

@@ -9,8 +9,11 @@ one and both are kept, so a rule can say which setting was silently shadowed.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 import re
-from pathlib import Path
 from typing import Any, Iterable
 
 from ncdoc.startup.json_load import load_data

@@ -4,7 +4,7 @@ Which names count is decided here too (RELEVANT_PREFIXES): the readers keep only
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 from typing import Any
 
 from ncdoc.snapshot import EnvValue, NcclEnv, Status
@@ -20,20 +20,20 @@ def relevant(name: str) -> bool:
     return name.startswith(RELEVANT_PREFIXES)
 
 
-@dataclass(frozen=True)
+@record
 class LaunchEntry:
     value: EnvValue              # name, value, source, line
     how: str                     # "export", "assignment", "command prefix", "mpirun -x", "srun --export", ...
 
 
-@dataclass(frozen=True)
+@record
 class PassThrough:
     name: str                    # passed on with no value in this file (`-x NAME`, `--export=NAME`)
     line: int
     how: str
 
 
-@dataclass(frozen=True)
+@record
 class LaunchEnv:
     source: str
     entries: tuple[LaunchEntry, ...] = ()   # every assignment, in file order

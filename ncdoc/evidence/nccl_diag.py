@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from ncdoc.startup.record import field, record
 from typing import Any
 
 from ncdoc.evidence.citation import Citation
@@ -47,7 +47,7 @@ _CONFIG_CHECKS = ("NCCL environment", "CUDA driver version", "GPU inventory", "N
 _PATH_CHECKS = ("p2p", "rdma_topo check", "PCI", "paths")
 
 
-@dataclass(frozen=True)
+@record
 class DiagLine:
     check: str                     # "p2p", "net bw", "NCCL environment", "ECC", ...; "" for headers
     tag: str                       # "OK" | "INFO" | "" (header, footer)
@@ -62,7 +62,7 @@ class DiagLine:
     comm: str | None = None
 
 
-@dataclass(frozen=True)
+@record
 class DiagReport:
     source: str = ""
     lines: tuple[DiagLine, ...] = ()

@@ -11,8 +11,11 @@ memory as a 50 kB one. Facts only; what they mean for a job is for the rules to 
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 from collections.abc import Iterable
-from pathlib import Path
 
 from ncdoc.evidence.nccl_log_model import (
     ChannelFacts, CommFacts, GdrFacts, LogFacts, NetDevice, PluginFacts, Problem, RankFacts, SocketIface,

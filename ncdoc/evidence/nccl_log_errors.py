@@ -13,7 +13,7 @@ on it) names a small function that gives the whole answer.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 from functools import lru_cache
 
 from ncdoc.evidence.error_codes import (
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 Details = tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
+@record
 class Classified:
     kind: str
     meaning: str
@@ -98,7 +98,7 @@ def classify_error(msg: str) -> Classified | None:
 
 # ---------------------------------------------------------------- the table
 
-@dataclass(frozen=True)
+@record
 class ProblemKind:
     """One kind of problem a log message reports, and how it is told from the message.
 

@@ -13,13 +13,13 @@ key name, so a key found anywhere in the facts means one thing.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ncdoc.startup.record import field, record
 from typing import Any
 
 from ncdoc.evidence.citation import Citation
 
 
-@dataclass(frozen=True)
+@record
 class NetDevice:
     name: str                          # "mlx5_0:1" (IB/RoCE device:port) or "eth0" (socket transport)
     transport: str                     # "IB" | "Socket"
@@ -30,7 +30,7 @@ class NetDevice:
     hosts: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class SocketIface:
     name: str
     address: str | None
@@ -42,7 +42,7 @@ class SocketIface:
     evidence: Citation
 
 
-@dataclass(frozen=True)
+@record
 class Problem:
     kind: str                          # "ib_completion_error", "socket_connect_error", "cuda_failure", ...
     meaning: str                       # what the code or message means, in words
@@ -57,7 +57,7 @@ class Problem:
     evidence: Citation | None = None
 
 
-@dataclass(frozen=True)
+@record
 class GdrFacts:
     state: str = "unknown"             # "enabled" | "disabled" | "partial" | "unknown"
     basis: str = ""                    # "channels" | "gpu_nic_pairs" | "hca" | "ring" | ""
@@ -76,7 +76,7 @@ class GdrFacts:
     evidence: tuple[Citation, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class ChannelFacts:
     nchannels: int | None = None       # from "Channel 00/08 :" ring listings
     by_transport: dict[str, int] = field(default_factory=dict)   # P2P / SHM / NET / COLLNET -> lines
@@ -91,7 +91,7 @@ class ChannelFacts:
     p2p_channels: int | None = None
 
 
-@dataclass(frozen=True)
+@record
 class CommFacts:
     comm_id: str                       # commId, or "nranks=<n>" for logs that print none
     nranks: int
@@ -103,7 +103,7 @@ class CommFacts:
     missing_ranks: tuple[int, ...] = ()  # logged Init START but never Init COMPLETE
 
 
-@dataclass(frozen=True)
+@record
 class RankFacts:
     key: str                           # host:pid:dev
     host: str
@@ -119,7 +119,7 @@ class RankFacts:
     warns: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class PluginFacts:
     requested: str | None = None       # NCCL_NET_PLUGIN / "Plugin name set by env to"
     missing: bool = False              # "Could not find: libnccl-net.so" / "No plugin found"
@@ -137,7 +137,7 @@ class PluginFacts:
     evidence: tuple[Citation, ...] = ()
 
 
-@dataclass(frozen=True)
+@record
 class WatchdogTimeout:
     """One collective a framework's watchdog gave up on (PyTorch: "Watchdog caught collective operation timeout")."""
     rank: int | None                   # the rank the framework names ("[Rank 3]", "[rank3]:")
@@ -151,7 +151,7 @@ class WatchdogTimeout:
     evidence: Citation | None = None
 
 
-@dataclass(frozen=True)
+@record
 class WatchdogProgress:
     """"... at work: 808, last enqueued NCCL work: 811, last completed NCCL work: 807"."""
     rank: int | None
@@ -162,7 +162,7 @@ class WatchdogProgress:
     evidence: Citation | None = None
 
 
-@dataclass(frozen=True)
+@record
 class FrameworkFacts:
     timeouts: tuple[WatchdogTimeout, ...] = ()
     progress: tuple[WatchdogProgress, ...] = ()
@@ -173,7 +173,7 @@ class FrameworkFacts:
     env_named: dict[str, Citation] = field(default_factory=dict)   # TORCH_NCCL_* / NCCL_ASYNC_* the lines name
 
 
-@dataclass(frozen=True)
+@record
 class LogFacts:
     source: str = ""
     lines: int = 0

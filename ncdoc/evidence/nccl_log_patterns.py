@@ -11,7 +11,7 @@ graph/*.cc, plugin/*.cc; see nccl_facts.md section 6). Two kinds of pattern live
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 from functools import lru_cache
 
 # Re-exported: the scanner reads result names and classifies through this module.
@@ -116,7 +116,7 @@ _FUNC_LINE = re.compile(r"^[A-Za-z_]\w*:\d+$")
 _DEV_END = re.compile(r"\[\d+\]$")
 
 
-@dataclass(frozen=True)
+@record
 class Prefix:
     host: str | None = None
     pid: str | None = None

@@ -12,8 +12,11 @@ bandwidth` line, which averages in the small sizes (kept separately as avg_busbw
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 from collections.abc import Iterable
-from pathlib import Path
 
 from ncdoc.evidence.nccl_tests_model import Device, Failure, GroupResult, NcclTestsFacts, Row
 

@@ -5,7 +5,6 @@ summaries), and the names both read (the collective from the binary's name, NCCL
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from ncdoc.evidence.citation import CitationBook
@@ -61,7 +60,7 @@ def derive(f: dict, rows: list[Row], devices: list[Device], columns: tuple, per_
     dup = sorted({x for x in ranks if ranks.count(x) > 1}) if len(ranks) < 4096 else []
     hosts = tuple(dict.fromkeys(d.host for d in devices))
     cfg = f.get("config", {})
-    factor = round(statistics.median(ratios), 4) if ratios else None
+    factor = round(_median(ratios), 4) if ratios else None
     return NcclTestsFacts(
         source=source, format=fmt, collective=f.get("collective"), collective_source=f.get("collective_source"),
         tests_version=f.get("tests_version"), nccl_version=f.get("nccl_version"), config=dict(cfg),
@@ -104,3 +103,10 @@ def _n_implied(factor: float | None) -> dict[str, int]:
         return {}
     family = "all_reduce" if factor > 1 else "all_gather/reduce_scatter/alltoall"
     return {family: int(round(n))}
+
+
+def _median(values: list[float]) -> float:
+    """statistics.median, without importing statistics (and fractions, decimal) for one number."""
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2

@@ -16,13 +16,13 @@ text that explains the first failure, e.g. "Invalid number of GPUs: ...", or Non
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ncdoc.startup.record import field, record
 from typing import Any
 
 from ncdoc.evidence.citation import Citation
 
 
-@dataclass(frozen=True)
+@record
 class GroupResult:
     time_us: float | None = None       # per op; "cputime" with -C
     algbw: float | None = None         # GB/s
@@ -31,7 +31,7 @@ class GroupResult:
     per_iter: dict[str, float | None] | None = None   # -I: i_min, i_max, i_p99 (us), i_cv% (%)
 
 
-@dataclass(frozen=True)
+@record
 class Row:
     size: int                          # bytes
     count: int | None
@@ -51,7 +51,7 @@ class Row:
         return max(vals) if vals else None
 
 
-@dataclass(frozen=True)
+@record
 class Device:
     rank: int
     host: str
@@ -64,7 +64,7 @@ class Device:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class Failure:
     """One failure line of nccl-tests (src/common.h CUDACHECK, NCCLCHECK, TESTCHECK)."""
     kind: str                          # "cuda" | "nccl" | "test" (TESTCHECK: relayed up the call stack)
@@ -84,7 +84,7 @@ class Failure:
         return f"{self.file}:{self.source_line}"
 
 
-@dataclass(frozen=True)
+@record
 class NcclTestsFacts:
     source: str = ""
     format: str = "text"               # "text" | "json"

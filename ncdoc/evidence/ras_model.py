@@ -12,7 +12,7 @@ no_comm_data, missing_processes, dead_processes, comm_issues, timeouts, events, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from ncdoc.startup.record import field, record
 from typing import Any
 
 from ncdoc.evidence.citation import Citation
@@ -21,7 +21,7 @@ from ncdoc.evidence.citation import Citation
 TRANSITIONAL = frozenset({"INIT", "RUNNING", "FINALIZE", "NOCOMM", "UNKNOWN"})
 
 
-@dataclass(frozen=True)
+@record
 class RasProcess:
     """A job process RAS names: "Process 3487984 on node 172.16.64.213 managing GPU 5"."""
     pid: int | None
@@ -31,7 +31,7 @@ class RasProcess:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class RasRank:
     """One rank of a communicator RAS lists ("Rank 21 -- GPU 5 managed by process 3487984 on node ...")."""
     rank: int
@@ -42,7 +42,7 @@ class RasRank:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class RasGroup:
     """"30 ranks have launched up to operation 640", "26 ranks have status UNKNOWN"."""
     count: int
@@ -50,7 +50,7 @@ class RasGroup:
     members: tuple[RasRank, ...] = ()  # the ranks listed under it (RAS lists small groups only)
 
 
-@dataclass(frozen=True)
+@record
 class RasCommIssue:
     """One communicator entry of the Errors or Warnings section: "#0-0 (cf264af53edbe986) INCOMPLETE"."""
     comm: str                          # "#0-0": group 0, communicator 0 in it
@@ -65,7 +65,7 @@ class RasCommIssue:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class RasCommRow:
     """A row of the Communicators table."""
     group: int
@@ -79,7 +79,7 @@ class RasCommRow:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class RasEvent:
     """A RAS line of a job's log or a monitor event: a peer declared dead, a collective that timed out."""
     kind: str                          # "peer_dead" | "peer_new" | "collective_timeout" | "connect_timeout"
@@ -88,7 +88,7 @@ class RasEvent:
     line: int = 0
 
 
-@dataclass(frozen=True)
+@record
 class RasReport:
     source: str = ""
     format: str = "text"               # "text" | "json" | "log" (RAS lines of a job's log only)

@@ -14,7 +14,7 @@ same order, read by the same code, so the facts are the ones one process reading
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from ncdoc.startup.record import field, record
 from typing import Any
 
 from ncdoc.evidence import block_scan as B
@@ -23,7 +23,7 @@ MAX_REPORT_LINES = 1 << 20      # lines of a file kept for each report reader
 MAX_LISTING_LINES = 1 << 16     # other lines kept for the node listings a run file may hold (their lines)
 
 
-@dataclass(frozen=True)
+@record
 class ScanPlan:
     """How a file is read: worker processes (1: this one alone), the block size, the byte range a worker
     takes at a time, the size from which a file is cut into ranges at all (a small one is read here: starting
@@ -43,7 +43,7 @@ class ScanPlan:
             return max(1, os.cpu_count() or 1)
 
 
-@dataclass(frozen=True)
+@record
 class RunFacts:
     """What the readers of run output found in one file."""
     source: str

@@ -14,8 +14,11 @@ by several processes, and give what one pass gives.
 
 from __future__ import annotations
 
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
+
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from ncdoc.errors import InputError
 # A user's file is opened, and told to be text or not, by the one reader (ncdoc/readers/textfile.py);

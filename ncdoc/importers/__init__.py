@@ -9,13 +9,15 @@ node evidence; triage reads every kind (Source in, Reading out: ncdoc/importers/
 
 from __future__ import annotations
 
-import dataclasses
-from pathlib import Path
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 from ncdoc.errors import InputError
 from ncdoc.importers.detect import check_text, detect_ibv_tool
 from ncdoc.importers.inputs import Imported, Source, named
 from ncdoc.importers.kinds import NODE, NODE_KINDS, detect_kind, detect_sample, kind_named
+from ncdoc.startup.record import fields as _fields, replace as _replace
 from ncdoc.snapshot import OK, ABSENT, Gid, Hca, HcaSection, PciSection, Port, Snapshot, Status
 
 _SECTIONS = ("host", "versions", "gpus", "hcas", "net", "pci", "numa", "env", "paths")
@@ -85,31 +87,31 @@ def _merge_section(name: str, sa, sb):
     if name == "gpus":
         have = {g.pci_bus_id for g in sa.gpus}
         extra = tuple(g for g in sb.gpus if g.pci_bus_id not in have)
-        return dataclasses.replace(sa, status=status, gpus=sa.gpus + extra)
-    return dataclasses.replace(sa, status=status)
+        return _replace(sa, status=status, gpus=sa.gpus + extra)
+    return _replace(sa, status=status)
 
 
 def _fill(x, y):
     """Fields of dataclass x that are None/empty taken from y."""
     changes = {}
-    for f in dataclasses.fields(x):
+    for f in _fields(x):
         vx, vy = getattr(x, f.name), getattr(y, f.name)
         if vx in (None, (), {}, "") and vy not in (None, (), {}, ""):
             changes[f.name] = vy
-    return dataclasses.replace(x, **changes) if changes else x
+    return _replace(x, **changes) if changes else x
 
 
 def _merge_hca(x: Hca, y: Hca) -> Hca:
     ports = {p.num: p for p in x.ports}
     for p in y.ports:
         ports[p.num] = _merge_port(ports[p.num], p) if p.num in ports else p
-    return dataclasses.replace(_fill(x, y), ports=tuple(ports[n] for n in sorted(ports)))
+    return _replace(_fill(x, y), ports=tuple(ports[n] for n in sorted(ports)))
 
 
 def _merge_port(x: Port, y: Port) -> Port:
     gids: dict[int, Gid] = {g.index: g for g in y.gids}
     gids.update({g.index: _fill(g, gids[g.index]) if g.index in gids else g for g in x.gids})
-    return dataclasses.replace(_fill(x, y), gids=tuple(gids[i] for i in sorted(gids)))
+    return _replace(_fill(x, y), gids=tuple(gids[i] for i in sorted(gids)))
 
 
 __all__ = ["Imported", "NODE_KINDS", "detect_kind", "detect_ibv_tool", "import_evidence",

@@ -9,7 +9,7 @@ few lines a report quotes read again by their number.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 
 from ncdoc.errors import InputError
 from ncdoc.snapshot import Snapshot
@@ -96,7 +96,7 @@ def open_source(path: str, plan=None) -> Source:
     return Source(path, None, decode_text(head, path, "evidence").rsplit("\n", 1)[0], plan)
 
 
-@dataclass(frozen=True)
+@record
 class Imported:
     """One node-evidence text read: the Snapshot parts it gave, and how the reading went."""
     snapshot: Snapshot
@@ -107,7 +107,7 @@ class Imported:
     source: str = ""               # "import:<kind>:<path>"
 
 
-@dataclass(frozen=True)
+@record
 class Reading:
     """What one input gave, whatever its kind: node evidence (Snapshot parts), NCCL logs, nccl-tests
     results, launch settings; the parsers that found something in it; notes for the user."""

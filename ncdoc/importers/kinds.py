@@ -12,7 +12,7 @@ so the most specific signs come first; JSON is only ever read as a kind that say
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ncdoc.startup.record import record
 
 from ncdoc.errors import InputError
 from ncdoc.importers import detect, nodes, run_files
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 NODE, RUN, ENV = "node", "run", "env"
 
 
-@dataclass(frozen=True)
+@record
 class InputKind:
     name: str
     role: str                                  # NODE | RUN | ENV
@@ -93,7 +93,7 @@ def kind_named(name: str) -> InputKind:
         raise ValueError(f"no input kind {name!r} (kinds: {', '.join(BY_NAME)})") from None
 
 
-@dataclass(frozen=True)
+@record
 class Detection:
     """The kind an input was taken for, how many of its lines bear that kind's sign, and why."""
     kind: InputKind

@@ -8,8 +8,10 @@ rates are Gb/s (1e9 bits/s), so a port's bytes per second is simply rate / 8.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Sequence
+from ncdoc.startup.record import field, record
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Callable, Iterable, Sequence
 
 from ncdoc.snapshot import Port, Snapshot
 from ncdoc.readers.numbers import is_digits
@@ -31,7 +33,7 @@ ERROR_FRACTION = 0.50
 MIN_PEAK_BYTES = 64 * 1024 * 1024
 
 
-@dataclass(frozen=True)
+@record
 class NvlinkFigure:
     generation: str
     expected: float            # busbw GB/s a healthy 8-GPU node reaches
@@ -68,7 +70,7 @@ def gpu_generation(name: str | None) -> str | None:
     return None
 
 
-@dataclass(frozen=True)
+@record
 class Expectation:
     """Expected bandwidth of one job, and how it was worked out."""
     nic_gbps: float | None = None              # port rate of one rail NIC, Gb/s

@@ -6,8 +6,6 @@ then every finding by stage, the inputs as read, and the facts; as text, markdow
 
 from __future__ import annotations
 
-import json
-
 from ncdoc.output.parts import one_line
 
 TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
@@ -146,6 +144,7 @@ def render(result, fmt: str = "text", *, color="auto", show_skipped: bool = Fals
            verbose: bool = False) -> str:
     """The triage report in `fmt`; colour (text only) resolved by ncdoc.output.color.use_color."""
     if fmt == "json":
+        import json
         return json.dumps(result.to_dict(), indent=2, default=str) + "\n"
     from ncdoc.output import render as render_report
     facts = facts_summary(result.facts)

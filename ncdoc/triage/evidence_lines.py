@@ -10,12 +10,12 @@ line naming them, and a finding two checks of one rule report alike (the node si
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from ncdoc.evidence.wrappers import strip_wrappers
 from ncdoc.findings import Evidence, Report
 from ncdoc.readers.numbers import is_digits
+from ncdoc.startup.record import replace
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -101,7 +101,7 @@ def _field_for(text: str, gids: bool) -> list[str]:
 def _quoted(e: Evidence, path: str, line: int, text: str) -> Evidence:
     """The citation at `path`:`line`, showing that line as it is (as every file:line citation does)."""
     raw = text.strip()
-    return dataclasses.replace(e, source=path, line=line, text=raw if len(raw) <= 300 else raw[:297] + "...")
+    return replace(e, source=path, line=line, text=raw if len(raw) <= 300 else raw[:297] + "...")
 
 
 def locate(report: Report, node_ev: Sequence) -> Report:
@@ -134,8 +134,8 @@ def locate(report: Report, node_ev: Sequence) -> Report:
                         return _quoted(e, ne.source, n, raw)
         return e
 
-    findings = tuple(dataclasses.replace(f, evidence=tuple(place(e) for e in f.evidence)) for f in report.findings)
-    return dataclasses.replace(report, findings=findings)
+    findings = tuple(replace(f, evidence=tuple(place(e) for e in f.evidence)) for f in report.findings)
+    return replace(report, findings=findings)
 
 
 # ---------------------------------------------------------------- folding and once-only
@@ -190,8 +190,8 @@ def once(report: Report) -> Report:
         if key in seen:
             continue
         seen.add(key)
-        kept.append(dataclasses.replace(f, evidence=fold(f.evidence)))
-    return dataclasses.replace(report, findings=tuple(kept))
+        kept.append(replace(f, evidence=fold(f.evidence)))
+    return replace(report, findings=tuple(kept))
 
 
 __all__ = ["index_listing", "locate", "fold", "once", "FOLD_FROM"]

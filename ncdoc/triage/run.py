@@ -10,9 +10,9 @@ GPUDirect RDMA and affinity, link health, bandwidth against expectation, setting
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass, field
-from typing import Any, Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Sequence
 
 from ncdoc.nccl.bandwidth import Expectation
 from ncdoc.checks.evidence_common import NodeEvidence
@@ -20,11 +20,12 @@ from ncdoc.engine.rules import Context, Rule, run_rules
 from ncdoc.errors import InputError, UsageError
 from ncdoc.findings import Finding, Report
 from ncdoc.snapshot import EnvValue, NcclEnv, Snapshot, Status
+from ncdoc.startup.record import field, record, replace
 
 SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True)
+@record
 class TriageInput:
     path: str
     kind: str                       # what detect_kind said
@@ -37,7 +38,7 @@ class TriageInput:
                 "detected": self.detected}
 
 
-@dataclass(frozen=True)
+@record
 class Gathered:
     """Everything read from the inputs, before any rule runs."""
     inputs: tuple[TriageInput, ...] = ()
@@ -53,7 +54,7 @@ class Gathered:
     texts: dict[str, Any] = field(default_factory=dict)   # path -> its Source (lines_at), to quote verbatim
 
 
-@dataclass(frozen=True)
+@record
 class TriageResult:
     inputs: tuple[TriageInput, ...]
     report: Report
@@ -105,9 +106,9 @@ def quote_verbatim(report: Report, texts: dict[str, Any]) -> Report:
         if line is None:
             return e
         raw = line.strip()
-        return dataclasses.replace(e, text=raw if len(raw) <= 300 else raw[:297] + "...") if raw else e
-    findings = tuple(dataclasses.replace(f, evidence=tuple(fix(e) for e in f.evidence)) for f in report.findings)
-    return dataclasses.replace(report, findings=findings)
+        return replace(e, text=raw if len(raw) <= 300 else raw[:297] + "...") if raw else e
+    findings = tuple(replace(f, evidence=tuple(fix(e) for e in f.evidence)) for f in report.findings)
+    return replace(report, findings=findings)
 
 
 def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example: str | None = None,
@@ -218,11 +219,13 @@ def build_env(snapshot: Snapshot | None, logs: Sequence[Any], launch: Sequence[A
 
 # ---------------------------------------------------------------- running the rules
 
-def load_rules() -> list[Rule]:
+def load_rules(ctx: Context | None = None) -> list[Rule]:
+    """Every rule, with the modules of the checks that will run on `ctx` imported (all of them without one):
+    a log alone never imports the checks of node evidence, RAS reports or host output."""
     from ncdoc.engine.ruleset import load
     rs = load()
     rules = list(rs)
-    missing = rs.ensure_checks(rules)
+    missing = rs.ensure_checks(rules, ctx)
     if missing:
         raise LookupError(f"rules name check functions nothing registers: {', '.join(sorted(missing))}")
     return rules
@@ -323,7 +326,7 @@ def triage(paths: Sequence[str], *, snapshot: str | None = None, example: str | 
 
     ev = read_evidence(paths, snapshot=snapshot, example=example, env=env, jobs=jobs, plan=plan)
     ctx = build_context(ev, nic_gbps=nic_gbps, nics=nics, nodes=nodes)
-    rules = list(rules) if rules is not None else load_rules()
+    rules = list(rules) if rules is not None else load_rules(ctx)
     from ncdoc.triage.evidence_lines import locate, once
     report = once(locate(quote_verbatim(run_rules(ctx, rules), ev.texts), ev.node))
     exp = job_expectation(ctx)
