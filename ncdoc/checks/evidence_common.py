@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import re
 from ncdoc.startup.record import record
-from typing import Any, Iterable
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, Iterable
 
 from ncdoc.nccl.bandwidth import Expectation, expected_bandwidth
 from ncdoc.engine.rules import Context

@@ -10,7 +10,9 @@ GB/s as 1e9 bytes/s, which is what the port rate / 8 gives too.
 from __future__ import annotations
 
 from ncdoc.startup.record import record
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ncdoc.nccl.bandwidth import ERROR_FRACTION, MIN_PEAK_BYTES, WARN_FRACTION
 from ncdoc.checks.evidence_common import (cite, cite_kind, env_evidence, env_value, job_expectation, job_nodes,

@@ -14,40 +14,42 @@ dpkg's "ii  <name>  <version>  <arch>  <description>" rows. Lines may carry laun
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from ncdoc.startup.record import field, record
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ncdoc.evidence.citation import Citation, CitationBook
 from ncdoc.evidence.report_markers import HOST_MARKERS
 from ncdoc.evidence.wrappers import strip_wrappers
+from ncdoc.evidence.lazy_re import lazy
 from ncdoc.readers.numbers import is_digits
 
-_MEMLOCK = re.compile(r"^max locked memory\s+\(kbytes, -l\)\s+(\S+)")
-_NVML_FAIL = re.compile(r"Failed to initialize NVML: (.*\S|.)\s*$")
-_NVML_LIB = re.compile(r"NVML library version: (\d+(?:\.\d+)+)")
-_NVRM = re.compile(r"NVRM version: NVIDIA UNIX (?:Open )?(?:\S+ )?Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
-_SMI_HEAD = re.compile(r"NVIDIA-SMI (\d+(?:\.\d+)+)\s+Driver Version: (\d+(?:\.\d+)+)(?:\s+CUDA Version: (\d+\.\d+))?")
-_SMI_FAILED = re.compile(r"NVIDIA-SMI has failed because (.*\S|.)\s*$")
-_SMI_RC = re.compile(r"nvidia-smi failed with return code (\d{1,20}(?!\d))")
-_DPKG = re.compile(r"^[a-z][a-zA-Z]\s+((?:lib)?nvidia[\w.+\-]*|cuda-drivers[\w.+\-]*|nvidia-smi)(?::\w+)?\s+"
+_MEMLOCK = lazy(r"^max locked memory\s+\(kbytes, -l\)\s+(\S+)")
+_NVML_FAIL = lazy(r"Failed to initialize NVML: (.*\S|.)\s*$")
+_NVML_LIB = lazy(r"NVML library version: (\d+(?:\.\d+)+)")
+_NVRM = lazy(r"NVRM version: NVIDIA UNIX (?:Open )?(?:\S+ )?Kernel Module(?: for \S+)?\s+(\d+(?:\.\d+)+)")
+_SMI_HEAD = lazy(r"NVIDIA-SMI (\d+(?:\.\d+)+)\s+Driver Version: (\d+(?:\.\d+)+)(?:\s+CUDA Version: (\d+\.\d+))?")
+_SMI_FAILED = lazy(r"NVIDIA-SMI has failed because (.*\S|.)\s*$")
+_SMI_RC = lazy(r"nvidia-smi failed with return code (\d{1,20}(?!\d))")
+_DPKG = lazy(r"^[a-z][a-zA-Z]\s+((?:lib)?nvidia[\w.+\-]*|cuda-drivers[\w.+\-]*|nvidia-smi)(?::\w+)?\s+"
                    r"(?:\d+:)?(\d+\.\d+(?:\.\d+)?)")
-_API_MISMATCH = re.compile(r"NVRM: API mismatch: the client has the version (\d+(?:\.\d+)+), but\s+(?:NVRM: )?this "
+_API_MISMATCH = lazy(r"NVRM: API mismatch: the client has the version (\d+(?:\.\d+)+), but\s+(?:NVRM: )?this "
                            r"kernel module has the version (\d+(?:\.\d+)+)")
-_NVCC = re.compile(r"Cuda compilation tools, release (\d+\.\d+)")
+_NVCC = lazy(r"Cuda compilation tools, release (\d+\.\d+)")
 # "ibv_create_cq(cqe=4096) failed: Cannot allocate memory" (UCX), "Unable to create extended CQ: Cannot allocate
 # memory" (libfabric's EFA provider), "Couldn't register MR ... Cannot allocate memory" (perftest)
-_ENOMEM = re.compile(r"(ibv_\w+|[Cc]ouldn't (?:register|create|allocate) \w+|Unable to (?:create|register) [\w ]{1,40}?)"
+_ENOMEM = lazy(r"(ibv_\w+|[Cc]ouldn't (?:register|create|allocate) \w+|Unable to (?:create|register) [\w ]{1,40}?)"
                      r"(?:\([^)]{0,80}\))?(?: failed)?: Cannot allocate memory")
 
 # PyTorch's own words for the driver and the GPU (torch/cuda/__init__.py): "The NVIDIA driver on your system is too old
 # (found version 11040)", "<GPU> with CUDA capability sm_120 is not compatible with the current PyTorch installation.
 # The current PyTorch install supports CUDA capabilities sm_50 sm_60 ... sm_90."
-_TORCH_OLD = re.compile(r"NVIDIA driver on your system is too old \(found version (\d{1,20}(?!\d))\)")
+_TORCH_OLD = lazy(r"NVIDIA driver on your system is too old \(found version (\d{1,20}(?!\d))\)")
 # led by its literal; the GPU's name is the text before it (a leading "(\S.*?)" is retried from every character)
-_TORCH_ARCH = re.compile(r" with CUDA capability sm_(\d{1,20}(?!\d)) is not compatible with the current PyTorch installation")
-_TORCH_SUPPORTS = re.compile(r"supports CUDA capabilities ((?:sm_\d+\s*)+)")
+_TORCH_ARCH = lazy(r" with CUDA capability sm_(\d{1,20}(?!\d)) is not compatible with the current PyTorch installation")
+_TORCH_SUPPORTS = lazy(r"supports CUDA capabilities ((?:sm_\d+\s*)+)")
 _INSUFFICIENT = "CUDA driver version is insufficient for CUDA runtime version"
 
 MARKERS = HOST_MARKERS            # what a text must hold for this parser to find anything (report_markers)

@@ -11,15 +11,16 @@ from __future__ import annotations
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any, Iterable
     from pathlib import Path
 
 import re
-from typing import Any, Iterable
 
 from ncdoc.startup.json_load import load_data
 from ncdoc.evidence.launch_env_collector import ASSIGN, NAME_RE, Collector
 from ncdoc.evidence.launch_env_model import RELEVANT_PREFIXES, LaunchEntry, LaunchEnv, PassThrough, relevant
 from ncdoc.evidence.launch_env_shell import ShellReader
+from ncdoc.evidence.lazy_re import lazy
 
 __all__ = ["RELEVANT_PREFIXES", "LaunchEntry", "LaunchEnv", "PassThrough", "parse_launch_env",
            "parse_launch_env_file", "parse_launch_env_in_run", "RunLaunchLines", "relevant"]
@@ -37,12 +38,12 @@ def parse_launch_env(text: str, source: str = "") -> LaunchEnv:
 
 # A line of a run text (NCCL log, nccl-tests output) that can hold a launch setting: an assignment
 # (NAME=..., export, env dumps) or a launcher option (mpirun -x/-genv, srun --export, docker -e).
-_RUN_CANDIDATE = re.compile(r"(?:^|[\s\"',;(])(?:[A-Za-z_][A-Za-z0-9_]*=|-x\s|-g?env\s|--env[=\s]|-e\s|"
+_RUN_CANDIDATE = lazy(r"(?:^|[\s\"',;(])(?:[A-Za-z_][A-Za-z0-9_]*=|-x\s|-g?env\s|--env[=\s]|-e\s|"
                             r"--export[=\s]|setenv\s)")
-_RUN_RELEVANT = re.compile("|".join(re.escape(p) for p in RELEVANT_PREFIXES))
+_RUN_RELEVANT = lazy("|".join(re.escape(p) for p in RELEVANT_PREFIXES))
 # NCCL's own log lines report the environment themselves ("NCCL_X set by environment to Y"): the log
 # parser reads those; shell-splitting them would only misread their text.
-_RUN_LOG_LINE = re.compile(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
+_RUN_LOG_LINE = lazy(r"\bNCCL (?:INFO|WARN|TRACE|ABORT)\b")
 
 
 class RunLaunchLines:

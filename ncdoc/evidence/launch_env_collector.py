@@ -12,10 +12,11 @@ import re
 
 from ncdoc.evidence.launch_env_model import LaunchEntry, LaunchEnv, PassThrough, relevant
 from ncdoc.snapshot import EnvValue
+from ncdoc.evidence.lazy_re import lazy
 
 NAME = r"[A-Za-z_][A-Za-z0-9_]*"
-NAME_RE = re.compile(rf"^{NAME}$")
-ASSIGN = re.compile(rf"^({NAME})=(.*)$", re.S)
+NAME_RE = lazy(rf"^{NAME}$")
+ASSIGN = lazy(rf"^({NAME})=(.*)$", re.S)
 
 
 class Collector:

@@ -5,7 +5,9 @@ Which names count is decided here too (RELEVANT_PREFIXES): the readers keep only
 from __future__ import annotations
 
 from ncdoc.startup.record import record
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ncdoc.snapshot import EnvValue, NcclEnv, Status
 

@@ -14,16 +14,17 @@ import re
 from ncdoc.readers.shellwords import split
 
 from ncdoc.evidence.launch_env_collector import ASSIGN, NAME, NAME_RE, Collector
+from ncdoc.evidence.lazy_re import lazy
 from ncdoc.evidence.launch_env_model import RELEVANT_PREFIXES, relevant
 
-_K8S_NAME = re.compile(rf"""^\s*(?:-\s*)?name:\s*["']?({NAME})["']?\s*$""")
-_K8S_VALUE = re.compile(r"""^\s*(value|valueFrom):\s*(.*\S|)\s*$""")
+_K8S_NAME = lazy(rf"""^\s*(?:-\s*)?name:\s*["']?({NAME})["']?\s*$""")
+_K8S_VALUE = lazy(r"""^\s*(value|valueFrom):\s*(.*\S|)\s*$""")
 # A bare value runs to the next ',', '}' or '#' without its trailing blanks: greedy, ending on a non-blank (a lazy
 # run before "\s*" would retry the whole blank run at each of its characters: 20 KB of spaces took seconds).
-_MAPPING = re.compile(rf"""(?<![A-Za-z0-9_])["']?({NAME})["']?[ \t]*:[ \t]*"""
+_MAPPING = lazy(rf"""(?<![A-Za-z0-9_])["']?({NAME})["']?[ \t]*:[ \t]*"""
                       rf"""("[^"]*"|'[^']*'|[^,{{}}\[\]#\s](?:[^,}}#]*[^,}}#\s])?)\s*(?=,|}}|#|$)""")
-_LIST_ITEM = re.compile(rf"""^\s*-\s*["']?({NAME})=(.*)$""")
-_DIRECTIVE = re.compile(r"^\s*#(SBATCH|PBS)\s+(.*)$")
+_LIST_ITEM = lazy(rf"""^\s*-\s*["']?({NAME})=(.*)$""")
+_DIRECTIVE = lazy(r"^\s*#(SBATCH|PBS)\s+(.*)$")
 
 # Linux runs no command line past ARG_MAX (2 MiB of arguments and environment together): a longer "command"
 # is no launch line, and splitting millions of words of it would cost seconds
@@ -32,8 +33,8 @@ _DECLARE = ("export", "declare", "typeset", "readonly", "local")
 _SEPARATORS = {";", "&", "&&", "|", "||", "(", ")", "()", ";;", "|&"}
 # Words after which a shell starts a new command, whose leading NAME=V words are assignments again.
 _RESERVED = {"do", "then", "else", "elif", "if", "while", "until", "time", "!", "{"}
-_PROMPT = re.compile(r"^\s*(?:[\w.\-]+@[\w.\-]+(?::\S*?)?\s*[$#%]|\$)\s+")
-_YAMLISH = re.compile(r"""^\s*(?:-\s*)?["']?[A-Za-z_][A-Za-z0-9_]*["']?\s*:(?:\s|$)""")
+_PROMPT = lazy(r"^\s*(?:[\w.\-]+@[\w.\-]+(?::\S*?)?\s*[$#%]|\$)\s+")
+_YAMLISH = lazy(r"""^\s*(?:-\s*)?["']?[A-Za-z_][A-Za-z0-9_]*["']?\s*:(?:\s|$)""")
 
 
 class ShellReader:

@@ -14,7 +14,6 @@ lines into findings; [OK] lines are counted as checks that passed.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from ncdoc.startup.record import field, record
 from typing import Any
@@ -22,22 +21,23 @@ from typing import Any
 from ncdoc.evidence.citation import Citation
 from ncdoc.evidence.report_markers import DIAG_MARKERS
 from ncdoc.evidence.wrappers import strip_wrappers
+from ncdoc.evidence.lazy_re import lazy
 
-_BODY = re.compile(r"NCCL DIAG (?:\[(OK|INFO)\] *)?(.*\S|)\s*$")
-_HOST_PID = re.compile(r"([\w.\-]+):\d+")
-_CHECK = re.compile(r"^([A-Za-z][\w/ ]{0,40}?): (.*)$")
-_RANKS = re.compile(r"\{([\d,]*)(?:,\.\.\.\} \(N=(\d{1,20}(?!\d))\)|\})")
-_COMM = re.compile(r"in comm (0x[0-9a-fA-F]+)")
-_P2P_COUNT = re.compile(r"(?:only )?(\d{1,20}(?!\d))/(\d{1,20}(?!\d)) (?:GPU-to-GPU peer accesses passed verification|directed GPU P2P edges "
+_BODY = lazy(r"NCCL DIAG (?:\[(OK|INFO)\] *)?(.*\S|)\s*$")
+_HOST_PID = lazy(r"([\w.\-]+):\d+")
+_CHECK = lazy(r"^([A-Za-z][\w/ ]{0,40}?): (.*)$")
+_RANKS = lazy(r"\{([\d,]*)(?:,\.\.\.\} \(N=(\d{1,20}(?!\d))\)|\})")
+_COMM = lazy(r"in comm (0x[0-9a-fA-F]+)")
+_P2P_COUNT = lazy(r"(?:only )?(\d{1,20}(?!\d))/(\d{1,20}(?!\d)) (?:GPU-to-GPU peer accesses passed verification|directed GPU P2P edges "
                         r"verified)")
 # numbers bounded and searched from a token's start only (a run like [\d.]+ retried from each of its characters)
-_NET_SUMMARY = re.compile(r"(?<![\d.])(\d{1,20}(?:\.\d{1,20})?)/(\d{1,20}(?:\.\d{1,20})?)/(\d{1,20}(?:\.\d{1,20})?) Gbit/s min/median/max ([\w-]+) bw \(across (\d{1,20}(?!\d)) ranks\)")
-_NET_OUTLIER = re.compile(r"(?<![\w-])([\w-]+) rank (\d{1,20}(?!\d)) \(([^)]*)\): (\d{1,20}(?:\.\d{1,20})?) Gbit/s, >(\d{1,20}(?!\d))% off median (\d{1,20}(?:\.\d{1,20})?) Gbit/s")
-_ENV_VALUE = re.compile(r"^(NCCL_\w+)=(.*?) on rank\(s\) (\{.*)$")
-_ENV_VAR = re.compile(r"mismatch across \d+ ranks in comm \S+ for (NCCL_\w+)")
-_ENV_COUNT = re.compile(r"^(\d{1,20}(?!\d)) NCCL_\* env var\(s\) differ")
-_INCOMPLETE = re.compile(r"diagnostics incomplete, gathered (\d{1,20}(?!\d))/(\d{1,20}(?!\d)) ranks")
-_DONE = re.compile(r"diagnostics completed in (\d{1,20}(?:\.\d{1,20})?) ms across (\d{1,20}(?!\d)) (ranks|RAS peers)")
+_NET_SUMMARY = lazy(r"(?<![\d.])(\d{1,20}(?:\.\d{1,20})?)/(\d{1,20}(?:\.\d{1,20})?)/(\d{1,20}(?:\.\d{1,20})?) Gbit/s min/median/max ([\w-]+) bw \(across (\d{1,20}(?!\d)) ranks\)")
+_NET_OUTLIER = lazy(r"(?<![\w-])([\w-]+) rank (\d{1,20}(?!\d)) \(([^)]*)\): (\d{1,20}(?:\.\d{1,20})?) Gbit/s, >(\d{1,20}(?!\d))% off median (\d{1,20}(?:\.\d{1,20})?) Gbit/s")
+_ENV_VALUE = lazy(r"^(NCCL_\w+)=(.*?) on rank\(s\) (\{.*)$")
+_ENV_VAR = lazy(r"mismatch across \d+ ranks in comm \S+ for (NCCL_\w+)")
+_ENV_COUNT = lazy(r"^(\d{1,20}(?!\d)) NCCL_\* env var\(s\) differ")
+_INCOMPLETE = lazy(r"diagnostics incomplete, gathered (\d{1,20}(?!\d))/(\d{1,20}(?!\d)) ranks")
+_DONE = lazy(r"diagnostics completed in (\d{1,20}(?:\.\d{1,20})?) ms across (\d{1,20}(?!\d)) (ranks|RAS peers)")
 
 MAX_LINES = 128
 MARKERS = DIAG_MARKERS            # what a text must hold for this parser to find anything (report_markers)

@@ -20,6 +20,7 @@ from ncdoc.evidence.error_codes import (
     NCCL_RESULT, NCCL_RESULT_BY_NAME, NCCL_RESULT_BY_TEXT, cuda_error, errno_from_number, errno_from_text,
     ibv_wc_status,
 )
+from ncdoc.evidence.lazy_re import lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -37,41 +38,41 @@ class Classified:
     details: Details = ()
 
 
-_COMPLETION = re.compile(r"Got completion (?:from peer (\S+) )?with (?:error |status=)(?:([^(,]*?)\()?(\d{1,20}(?!\d))")
-_VENDOR = re.compile(r"vendor[ _]err[ =]?(\d{1,20}(?!\d))")
-_OPCODE = re.compile(r"opcode[ =](?:(\w+)\()?(\d{1,20}(?!\d))")
-_HCA_NAME = re.compile(r"\bhca (\S+)")
-_MODIFY_QP = re.compile(r"Call to ibv_modify_qp failed with (\d{1,20}(?!\d)) ([^,]+)(?:, (.*))?")
+_COMPLETION = lazy(r"Got completion (?:from peer (\S+) )?with (?:error |status=)(?:([^(,]*?)\()?(\d{1,20}(?!\d))")
+_VENDOR = lazy(r"vendor[ _]err[ =]?(\d{1,20}(?!\d))")
+_OPCODE = lazy(r"opcode[ =](?:(\w+)\()?(\d{1,20}(?!\d))")
+_HCA_NAME = lazy(r"\bhca (\S+)")
+_MODIFY_QP = lazy(r"Call to ibv_modify_qp failed with (\d{1,20}(?!\d)) ([^,]+)(?:, (.*))?")
 # greedy to the line's end (a lazy group before "\s*$" retries the whole blank run at every character of it);
 # the " errno N" at its end is split off in _ibv_call
-_IBV_CALL = re.compile(r"(?:Call to )?(ibv_\w+)(?:\(\))? failed(?: with (?:error )?([^,\n]*))?$")
-_ERRNO_TAIL = re.compile(r"(?:^| )errno (\d{1,20}(?!\d))\s*$")
-_CONNECT = re.compile(r"[Cc]onnect to (\S+) (?:failed : (.+)|returned ([^,]+?)(?:,|$))")
-_FUNC = re.compile(r"(\w+):? $")
+_IBV_CALL = lazy(r"(?:Call to )?(ibv_\w+)(?:\(\))? failed(?: with (?:error )?([^,\n]*))?$")
+_ERRNO_TAIL = lazy(r"(?:^| )errno (\d{1,20}(?!\d))\s*$")
+_CONNECT = lazy(r"[Cc]onnect to (\S+) (?:failed : (.+)|returned ([^,]+?)(?:,|$))")
+_FUNC = lazy(r"(\w+):? $")
 # 2.6-2.11 also say "Call to connect returned Connection timed out, retrying" at INFO (no colon)
-_OLD_CONNECT = re.compile(r"Call to connect (?:timeout|returned|failed)? ?:? ?(.+)")
-_EXCEEDED = re.compile(r": exceeded (retries|timeouts) \((\d{1,20}(?!\d))\)")
-_IO = re.compile(r"Call to (recv|send) (?:from|to) (\S+) failed : (.+)")
+_OLD_CONNECT = lazy(r"Call to connect (?:timeout|returned|failed)? ?:? ?(.+)")
+_EXCEEDED = lazy(r": exceeded (retries|timeouts) \((\d{1,20}(?!\d))\)")
+_IO = lazy(r"Call to (recv|send) (?:from|to) (\S+) failed : (.+)")
 # "Cuda failure N 'text'" (CUDACHECK/CUCHECK) and, from 2.27, "CUDA error N 'text'" (NVLS multicast binds)
-_CUDA = re.compile(r"(?:Cuda failure|CUDA error) (?:(\d{1,20}(?!\d)) )?'([^']*)'?")
-_ALLOC = re.compile(r"Failed to CUDA (?:calloc|malloc) (\d{1,20}(?!\d)) bytes")
-_SHM = re.compile(r"shared memory (?:segment|file) (\S+)")
-_VMISMATCH = re.compile(r"rank (\d{1,20}(?!\d)) version (\d{1,20}(?!\d)) rank (\d{1,20}(?!\d)) version (\d{1,20}(?!\d))")
-_GPU_PAIR = re.compile(r"GPUs (\d{1,20}(?!\d)) and (\d{1,20}(?!\d))")
-_FAMILY = re.compile(r"with family (\d{1,20}(?!\d))")
+_CUDA = lazy(r"(?:Cuda failure|CUDA error) (?:(\d{1,20}(?!\d)) )?'([^']*)'?")
+_ALLOC = lazy(r"Failed to CUDA (?:calloc|malloc) (\d{1,20}(?!\d)) bytes")
+_SHM = lazy(r"shared memory (?:segment|file) (\S+)")
+_VMISMATCH = lazy(r"rank (\d{1,20}(?!\d)) version (\d{1,20}(?!\d)) rank (\d{1,20}(?!\d)) version (\d{1,20}(?!\d))")
+_GPU_PAIR = lazy(r"GPUs (\d{1,20}(?!\d)) and (\d{1,20}(?!\d))")
+_FAMILY = lazy(r"with family (\d{1,20}(?!\d))")
 # aws-ofi-nccl (NCCL_OFI_WARN, "NET/OFI " in front): fi_av_insert of a peer's EFA address, and error
 # completions ("Request %p [seq %d ]completed with error. RC: %d. [Flags: %ld. ]Error: [%d (]%s[)]. Completed ...")
-_OFI_AV = re.compile(r"Unable to insert remote address into address vector for device (\d{1,20}(?!\d))(?:\. RC: (-?\d{1,20}(?!\d)))?")
-_OFI_CQ = re.compile(r"completed with error\. RC: (-?\d{1,20}(?!\d))\.(?: Flags: \d+\.)? Error: (?:(-?\d{1,20}(?!\d)) \()?")
-_OFI_DEV = re.compile(r"\bdev: (\d{1,20}(?!\d))")
-_OFI_DIR = re.compile(r"direction: (\w+)")
+_OFI_AV = lazy(r"Unable to insert remote address into address vector for device (\d{1,20}(?!\d))(?:\. RC: (-?\d{1,20}(?!\d)))?")
+_OFI_CQ = lazy(r"completed with error\. RC: (-?\d{1,20}(?!\d))\.(?: Flags: \d+\.)? Error: (?:(-?\d{1,20}(?!\d)) \()?")
+_OFI_DEV = lazy(r"\bdev: (\d{1,20}(?!\d))")
+_OFI_DIR = lazy(r"direction: (\w+)")
 # graph/xml.cc getPciPath (the GPU's /sys/class/pci_bus/... path: fatal) and the net transports' NIC
 # paths ("of mlx5_0 (/sys/class/infiniband/mlx5_0/device)": NCCL goes on with the NIC placed nowhere)
-_REAL_PATH = re.compile(r"Could not find real path of (\S+)(?: \(([^)\s]*)\))?")
-_QP_FIELDS = (("state", re.compile(r"curr state (\w+)")), ("next_state", re.compile(r"next state (\w+)")),
-              ("device", re.compile(r"on dev ([^,\s]+)")), ("gid_index", re.compile(r"GID index (\d{1,20}(?!\d))")),
-              ("local_gid", re.compile(r"local GID (?!index)([^,\s]+)")),
-              ("remote_gid", re.compile(r"remote GID ([^,\s]+)")))
+_REAL_PATH = lazy(r"Could not find real path of (\S+)(?: \(([^)\s]*)\))?")
+_QP_FIELDS = (("state", lazy(r"curr state (\w+)")), ("next_state", lazy(r"next state (\w+)")),
+              ("device", lazy(r"on dev ([^,\s]+)")), ("gid_index", lazy(r"GID index (\d{1,20}(?!\d))")),
+              ("local_gid", lazy(r"local GID (?!index)([^,\s]+)")),
+              ("remote_gid", lazy(r"remote GID ([^,\s]+)")))
 
 
 def _d(**kw: object) -> Details:

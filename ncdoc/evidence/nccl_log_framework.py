@@ -15,19 +15,19 @@ bounded tallies in the ScanState; nccl_log_merge freezes them into FrameworkFact
 
 from __future__ import annotations
 
-import re
 
 from ncdoc.evidence.citation import Citation
+from ncdoc.evidence.lazy_re import lazy
 
-WORK = re.compile(r"WorkNCCL\(SeqNum=(\d{1,20}(?!\d)), OpType=(\w+)(?:, NumelIn=(-?\d{1,20}(?!\d)), NumelOut=(-?\d{1,20}(?!\d)))?"
+WORK = lazy(r"WorkNCCL\(SeqNum=(\d{1,20}(?!\d)), OpType=(\w+)(?:, NumelIn=(-?\d{1,20}(?!\d)), NumelOut=(-?\d{1,20}(?!\d)))?"
                   r"(?:, Timeout\(ms\)=(\d{1,20}(?!\d)))?")
-RAN = re.compile(r"ran for (\d{1,20}(?!\d)) milliseconds before timing out")
-PREFIX_RANK = re.compile(r"\[(?:PG (?:ID )?(\w+)[^\]]{0,80}? )?Rank (\d{1,20}(?!\d))\]")
-TAG_RANK = re.compile(r"\[rank(\d{1,20}(?!\d))\]:")
-PROGRESS = re.compile(r"(?:detected by watchdog at work: |Timeout at NCCL work: |watchdog at work sequence id: )(\d{1,20}(?!\d))"
+RAN = lazy(r"ran for (\d{1,20}(?!\d)) milliseconds before timing out")
+PREFIX_RANK = lazy(r"\[(?:PG (?:ID )?(\w+)[^\]]{0,80}? )?Rank (\d{1,20}(?!\d))\]")
+TAG_RANK = lazy(r"\[rank(\d{1,20}(?!\d))\]:")
+PROGRESS = lazy(r"(?:detected by watchdog at work: |Timeout at NCCL work: |watchdog at work sequence id: )(\d{1,20}(?!\d))"
                       r"(?:,| PG status:) last enqueued (?:NCCL )?work: (-?\d{1,20}(?!\d)), last completed (?:NCCL )?work: (-?\d{1,20}(?!\d))")
-STUCK = re.compile(r"watchdog got stuck for (\d{1,20}(?!\d)) seconds")
-ENV_NAME = re.compile(r"\b((?:TORCH_)?NCCL_(?:ASYNC_ERROR_HANDLING|BLOCKING_WAIT|DESYNC_DEBUG|DUMP_ON_TIMEOUT|"
+STUCK = lazy(r"watchdog got stuck for (\d{1,20}(?!\d)) seconds")
+ENV_NAME = lazy(r"\b((?:TORCH_)?NCCL_(?:ASYNC_ERROR_HANDLING|BLOCKING_WAIT|DESYNC_DEBUG|DUMP_ON_TIMEOUT|"
                       r"ENABLE_MONITORING|HEARTBEAT_TIMEOUT_SEC|TRACE_BUFFER_SIZE|ENABLE_TIMING|"
                       r"AVOID_RECORD_STREAMS|HIGH_PRIORITY|BCAST_UNIQUEID))\b")
 

@@ -18,9 +18,10 @@ from ncdoc.evidence.nccl_log_net import (
 )
 from ncdoc.evidence.nccl_log_state import CommTally, RankTally, ScanState
 from ncdoc.evidence.wrappers import drop_repeat_suffix
+from ncdoc.evidence.lazy_re import lazy
 from ncdoc.readers.numbers import is_digits
 
-_CROSS_NIC = re.compile(r"crossNic (\d{1,20}(?!\d))")
+_CROSS_NIC = lazy(r"crossNic (\d{1,20}(?!\d))")
 MAX_SMALL = 64            # small sets: ranks and directions without GDR
 
 

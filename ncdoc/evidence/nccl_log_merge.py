@@ -19,8 +19,9 @@ from ncdoc.evidence.nccl_log_model import (
 from ncdoc.evidence.nccl_log_state import RankTally, ScanState
 from ncdoc.nccl.parse import version_tuple
 from ncdoc.topology import natural_key
+from ncdoc.evidence.lazy_re import lazy
 
-_AWS_HOST = re.compile(r"^ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.|$)")
+_AWS_HOST = lazy(r"^ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.|$)")
 _MAX_RANKS_OUT = 4096
 
 
@@ -104,7 +105,7 @@ def _proc(st: ScanState, r: RankTally) -> RankTally:
     return st.procs.get(f"{r.host}:{r.pid}", r)
 
 
-_IB_PLUGIN = re.compile(r"^IBext(?:_v\d+)?$")
+_IB_PLUGIN = lazy(r"^IBext(?:_v\d+)?$")
 
 
 def transport_of(network: str | None) -> str | None:

@@ -14,7 +14,9 @@ key name, so a key found anywhere in the facts means one thing.
 from __future__ import annotations
 
 from ncdoc.startup.record import field, record
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ncdoc.evidence.citation import Citation
 

@@ -114,9 +114,11 @@ def net_ib_line(st: ScanState, pre: P.Prefix, rank: RankTally | None, msg: str, 
             st.no_device += 1
             return None
         return apply_cached(st, rank, ("no_device",))
-    m = P.IB_DEV_DETAIL.match(msg) or P.IB_VDEV.search(msg)
+    m = P.IB_DEV_DETAIL.match(msg)
+    detail = m is not None
+    m = m or P.IB_VDEV.search(msg)
     if m:
-        name, speed = (m.group(2), m.group(5)) if m.re is P.IB_DEV_DETAIL else (m.group(2), m.group(3))
+        name, speed = (m.group(2), m.group(5)) if detail else (m.group(2), m.group(3))
         if len(st.ib_speed) < 128:
             st.ib_speed[name] = int(speed)      # Mb/s, per verbs device name
         return SEEN

@@ -19,6 +19,7 @@ from ncdoc.evidence.error_codes import NCCL_RESULT  # noqa: F401
 from ncdoc.evidence.nccl_log_errors import MAX_MESSAGE, Classified, classify_error  # noqa: F401
 from ncdoc.evidence.wrappers import strip_wrappers, wrapper_end
 from ncdoc.nccl.parse import version_tuple
+from ncdoc.evidence.lazy_re import lazy
 from ncdoc.readers.numbers import is_digits
 
 # ---------------------------------------------------------------- block patterns (bytes)
@@ -62,22 +63,22 @@ _RANK_KEYS = rb"|".join([
 # SCAN starts at the "L" of "NCCL" ("L" is rarer than "N" in these logs, and the regex engine skips
 # ahead to its first literal character at memchr speed; SCAN checks the "NCC" itself); AGG's literal
 # prefix is the whole "NCCL INFO ", which the engine searches for as fast.
-AGG = re.compile(rb"NCCL INFO ((?:" + _AGG_KEYS + rb")[^\r\n]*)")
+AGG = lazy(rb"NCCL INFO ((?:" + _AGG_KEYS + rb")[^\r\n]*)")
 # Every WARN, the per-rank INFO lines, version banners without a prefix, the framework lines
 # (PyTorch c10d) that carry NCCL's error text, and any framework's "Last error:" (ncclGetLastError).
-SCAN = re.compile(
+SCAN = lazy(
     rb"L(?:ast error:| (?:WARN |INFO (?:" + _RANK_KEYS + rb")|version \d|error|communicator)"
     rb"|\.cpp:\d+\]|\(SeqNum)")
 # "ncclInternalError: Internal check failed." as frameworks print an ncclResult_t, right after their
 # "NCCL error" line and before "Last error:". Read only next to those: as an alternative of SCAN it
 # would cost SCAN its one-literal start (10x slower), and a pass of its own costs 5% of the parse.
-RESULT_NAME = re.compile(r"\b(nccl(?:[A-Z]\w{0,40}?Error|InvalidArgument|InvalidUsage)):")
+RESULT_NAME = lazy(r"\b(nccl(?:[A-Z]\w{0,40}?Error|InvalidArgument|InvalidUsage)):")
 # Per-channel transport lines: counted in C by their "via" tail (P2P/IPC, NET/IB/0/GDRDMA...).
 # A net plugin's name may hold a space ("NET/AWS Libfabric/0/GDRDMA"): a NET tail runs to its device number.
-VIA = re.compile(rb" via ((?:NET|COLLNET)/[^/\r\n]{1,40}/\d[^ \r\n]*|(?:NET|P2P|SHM|COLLNET)/[^ \r\n]*|"
+VIA = lazy(rb" via ((?:NET|COLLNET)/[^/\r\n]{1,40}/\d[^ \r\n]*|(?:NET|P2P|SHM|COLLNET)/[^ \r\n]*|"
                  rb"direct shared memory)")
 # The same lines in full, read only in blocks where NET channels mix GDR and non-GDR.
-NET_CHANNEL = re.compile(
+NET_CHANNEL = lazy(
     rb"(?:Channel|Ring) \d+(?:/\d+)? : (\d{1,20}(?!\d))(?:\[\w+\])? -> (\d{1,20}(?!\d))(?:\[\w+\])? \[(send|receive)\] "
     rb"via NET/([^/\r\n]{1,40}?)/(\d{1,20}(?!\d))([^ \r\n]*)")
 
@@ -108,12 +109,12 @@ def untag(line: str) -> str:
 
 # ---------------------------------------------------------------- the line prefix
 
-_ID = re.compile(r"^[A-Za-z0-9_.\-]+(?::[\w\-]+){0,2}$")
-_SRC_FILE = re.compile(r"^[\w./+-]+\.(?:cc|cu|c|h|cpp|hpp|cxx|py):(\d{1,20}(?!\d))$")
+_ID = lazy(r"^[A-Za-z0-9_.\-]+(?::[\w\-]+){0,2}$")
+_SRC_FILE = lazy(r"^[\w./+-]+\.(?:cc|cu|c|h|cpp|hpp|cxx|py):(\d{1,20}(?!\d))$")
 # Net plugins log through NCCL's logger with their function name where NCCL puts its file
 # (aws-ofi-nccl: "host:pid:tid [0] ofi_process_cq:1039 NCCL WARN NET/OFI ..."): read after a [dev] only.
-_FUNC_LINE = re.compile(r"^[A-Za-z_]\w*:\d+$")
-_DEV_END = re.compile(r"\[\d+\]$")
+_FUNC_LINE = lazy(r"^[A-Za-z_]\w*:\d+$")
+_DEV_END = lazy(r"\[\d+\]$")
 
 
 @record
@@ -136,7 +137,7 @@ class Prefix:
 
 # The plain shape NCCL prints, `host:pid:tid [dev] `, read in one step; anything else (tags,
 # timestamps, file:line, (func), no dev) goes the long way below, which gives the same answer here.
-_PLAIN = re.compile(r"([A-Za-z0-9_.\-]+):([\w\-]+):([\w\-]+) \[([0-9]{1,20})\]\s*", re.ASCII)
+_PLAIN = lazy(r"([A-Za-z0-9_.\-]+):([\w\-]+):([\w\-]+) \[([0-9]{1,20})\]\s*", re.ASCII)
 
 
 @lru_cache(maxsize=8192)
@@ -186,33 +187,33 @@ def parse_prefix_long(pre: str) -> Prefix:
 
 # ---------------------------------------------------------------- message parsers (str)
 
-VERSION = re.compile(r"NCCL version (\d+\.\d+\.\d+)([^\s+,]*)(?:\+cuda([\d.]*\d))?")
-ENV = re.compile(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*\S|)\s*$")
+VERSION = lazy(r"NCCL version (\d+\.\d+\.\d+)([^\s+,]*)(?:\+cuda([\d.]*\d))?")
+ENV = lazy(r"^(NCCL_[A-Z0-9_]+) set (?:by environment )?to (.*\S|)\s*$")
 # Names start at a word boundary (the lookbehind): a long run of name characters is tried once, not
 # once per character.
-IFACE = re.compile(r"(?:\[\d+\])?(?<![A-Za-z0-9_.@\-])([A-Za-z0-9_.@\-]+):(\S+?)<(\d{1,20}(?!\d))>")
-IB_DEV = re.compile(r"\[(\d{1,20}(?!\d))\] ?([\w.\-]+):(\d{1,20}(?!\d))(?::-?\d*){0,2}/(\w+)")
-IB_DEV_DETAIL = re.compile(r"^NET/IB ?: ?\[(\d{1,20}(?!\d))\] ([\w.\-]+):[\w\-]*:(\d{1,20}(?!\d))/(\w+).*?\bspeed=(\d{1,20}(?!\d))")
-IB_VDEV = re.compile(r"Made virtual device \[(\d{1,20}(?!\d))\] name=([\w.\-]+) speed=(\d{1,20}(?!\d))")
-IB_QP = re.compile(r"qp_num \d+ mtu (\d{1,20}(?!\d))(?: (?:GID (\d{1,20}(?!\d))|LID \d+))?")
-GDR_DISTANCE = re.compile(r"distance (\d{1,20}(?!\d)) ?(<=|>=|<|>) ?(\d{1,20}(?!\d))")
+IFACE = lazy(r"(?:\[\d+\])?(?<![A-Za-z0-9_.@\-])([A-Za-z0-9_.@\-]+):(\S+?)<(\d{1,20}(?!\d))>")
+IB_DEV = lazy(r"\[(\d{1,20}(?!\d))\] ?([\w.\-]+):(\d{1,20}(?!\d))(?::-?\d*){0,2}/(\w+)")
+IB_DEV_DETAIL = lazy(r"^NET/IB ?: ?\[(\d{1,20}(?!\d))\] ([\w.\-]+):[\w\-]*:(\d{1,20}(?!\d))/(\w+).*?\bspeed=(\d{1,20}(?!\d))")
+IB_VDEV = lazy(r"Made virtual device \[(\d{1,20}(?!\d))\] name=([\w.\-]+) speed=(\d{1,20}(?!\d))")
+IB_QP = lazy(r"qp_num \d+ mtu (\d{1,20}(?!\d))(?: (?:GID (\d{1,20}(?!\d))|LID \d+))?")
+GDR_DISTANCE = lazy(r"distance (\d{1,20}(?!\d)) ?(<=|>=|<|>) ?(\d{1,20}(?!\d))")
 # "for HCA 0 'mlx5_0'"; net plugins print the name without its closing quote ("for HCA 0 'mlx5_0")
-GDR_HCA = re.compile(r"HCA (\w+)(?: '([^'\s]*)'?)?")
+GDR_HCA = lazy(r"HCA (\w+)(?: '([^'\s]*)'?)?")
 # "GPU Direct RDMA Enabled", and the plugins' "GPU Direct RDMA (DMABUF) enabled" / "(nvidia-peermem) enabled"
-GDR_ON = re.compile(r"GPU Direct RDMA (?:\(([\w-]{1,20})\) )?[Ee]nabled")
-COMM = re.compile(r"comm (0x[0-9a-fA-F]+|\(nil\)) rank (\d{1,20}(?!\d)) n[Rr]anks (\d{1,20}(?!\d))")
-COMM_ID = re.compile(r"commId (0x[0-9a-fA-F]+)")
-COMM_NODES = re.compile(r"nNodes (\d{1,20}(?!\d)) localRanks (\d{1,20}(?!\d))")
-CHANNEL_SUMMARY = re.compile(r"^(\d{1,20}(?!\d)) coll channels, (?:(\d{1,20}(?!\d)) collnet channels, )?(?:(\d{1,20}(?!\d)) nvls channels, )?"
+GDR_ON = lazy(r"GPU Direct RDMA (?:\(([\w-]{1,20})\) )?[Ee]nabled")
+COMM = lazy(r"comm (0x[0-9a-fA-F]+|\(nil\)) rank (\d{1,20}(?!\d)) n[Rr]anks (\d{1,20}(?!\d))")
+COMM_ID = lazy(r"commId (0x[0-9a-fA-F]+)")
+COMM_NODES = lazy(r"nNodes (\d{1,20}(?!\d)) localRanks (\d{1,20}(?!\d))")
+CHANNEL_SUMMARY = lazy(r"^(\d{1,20}(?!\d)) coll channels, (?:(\d{1,20}(?!\d)) collnet channels, )?(?:(\d{1,20}(?!\d)) nvls channels, )?"
                              r"(\d{1,20}(?!\d)) p2p channels")
-RING_LIST = re.compile(r"^Channel (\d{1,20}(?!\d))/(\d{1,20}(?!\d)) :")
-RING_GDR = re.compile(r"use ring PXN (\d) GDR (\d)")
-ALGO_PICK = re.compile(r"^(?:(\w+): )?(\d{1,20}(?!\d)) Bytes -> Algo (\w+) proto (\w+)")
-PLUGIN_LOADED = re.compile(r"Loaded (net|coll|collnet) plugin (.+?) \(v(\d{1,20}(?!\d))\)")
-OFI_PROVIDER = re.compile(r"Selected [Pp]rovider is (\S+?)(?:,| \(found (\d{1,20}(?!\d)) nics?\)|$)")
-OFI_VERSION = re.compile(r"Using aws-ofi-nccl ([\w.\-]+)")
-OLD_IFACES = re.compile(r"IP Interfaces : (.*)$")
-CUDA_DRIVER = re.compile(r"cudaDriverVersion (\d{1,20}(?!\d))")
+RING_LIST = lazy(r"^Channel (\d{1,20}(?!\d))/(\d{1,20}(?!\d)) :")
+RING_GDR = lazy(r"use ring PXN (\d) GDR (\d)")
+ALGO_PICK = lazy(r"^(?:(\w+): )?(\d{1,20}(?!\d)) Bytes -> Algo (\w+) proto (\w+)")
+PLUGIN_LOADED = lazy(r"Loaded (net|coll|collnet) plugin (.+?) \(v(\d{1,20}(?!\d))\)")
+OFI_PROVIDER = lazy(r"Selected [Pp]rovider is (\S+?)(?:,| \(found (\d{1,20}(?!\d)) nics?\)|$)")
+OFI_VERSION = lazy(r"Using aws-ofi-nccl ([\w.\-]+)")
+OLD_IFACES = lazy(r"IP Interfaces : (.*)$")
+CUDA_DRIVER = lazy(r"cudaDriverVersion (\d{1,20}(?!\d))")
 
 ALGORITHMS = ("Tree", "Ring", "CollNetDirect", "CollNetChain", "NVLS", "NVLSTree", "PAT")
 PROTOCOLS = ("LL", "LL128", "Simple")
@@ -277,19 +278,19 @@ def split_ib_using(msg: str) -> tuple[str, str] | None:
 # Lines pasted without NCCL's "host:pid:tid [dev] NCCL" prefix: "INFO NET/IB : ...", and channel lines
 # cut down to "9[1a000] -> 2[6b000] [send] via NET/IB/0/GDRDMA" or "Channel 00/0 : 0[0] -> 1[1] via P2P/IPC".
 # Both start with a literal or an anchored digit run, so they cost linear time.
-BARE_LEVEL = re.compile(r"(?:INFO|WARN) (?=\S)")
-BARE_CHANNEL = re.compile(r"(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? "
+BARE_LEVEL = lazy(r"(?:INFO|WARN) (?=\S)")
+BARE_CHANNEL = lazy(r"(?:(?:Channel|Ring) \d+(?:/\d+)? : )?\d+(?:\[\w+\])? -> \d+(?:\[\w+\])? "
                           r"(?:\[(?:send|receive)\] )?via (?:NET|P2P|SHM|COLLNET)/")
 
 
 # NCCL 2.3 and older print no "NCCL" after the prefix: "host:pid:tid [dev] INFO ..." and
 # "host:pid:tid [dev] misc/ibvwrap.cu:63 WARN ...".
-OLD_PREFIX = re.compile(r"[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?=(?:INFO|WARN) )")
+OLD_PREFIX = lazy(r"[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?=(?:INFO|WARN) )")
 
 
 # WARN bodies pasted on their own, as frameworks show them after "Last error:" or people quote them: a CUDA
 # failure in NCCL's words ("Cuda failure 1 'invalid argument'", 2.27+'s "CUDA error 401 '...'"), the NVLS bind
-BARE_WARN = re.compile(r"(?:Cuda failure (?:\d+ )?'|CUDA error \d+ '|Failed to bind NVLink SHARP \(NVLS\))")
+BARE_WARN = lazy(r"(?:Cuda failure (?:\d+ )?'|CUDA error \d+ '|Failed to bind NVLink SHARP \(NVLS\))")
 
 
 _WRAPPED_START = "[( |\t\x1b"

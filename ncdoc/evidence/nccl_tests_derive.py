@@ -5,7 +5,9 @@ summaries), and the names both read (the collective from the binary's name, NCCL
 
 from __future__ import annotations
 
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ncdoc.evidence.citation import CitationBook
 from ncdoc.evidence.nccl_tests_model import Device, NcclTestsFacts, Row

@@ -17,7 +17,9 @@ text that explains the first failure, e.g. "Invalid number of GPUs: ...", or Non
 from __future__ import annotations
 
 from ncdoc.startup.record import field, record
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ncdoc.evidence.citation import Citation
 

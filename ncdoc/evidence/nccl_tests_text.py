@@ -8,45 +8,47 @@ are computed by `nccl_tests_derive.derive`, shared with the JSON reader.
 
 from __future__ import annotations
 
-import re
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ncdoc.evidence.citation import Citation, CitationBook
 from ncdoc.evidence.error_codes import NCCL_RESULT, NCCL_RESULT_BY_TEXT, cuda_error
 from ncdoc.evidence.nccl_tests_derive import collective_name, derive, nccl_version_from_code
 from ncdoc.evidence.nccl_tests_model import Device, Failure, GroupResult, NcclTestsFacts, Row
 from ncdoc.evidence.wrappers import drop_repeat_suffix, wrapper_end
+from ncdoc.evidence.lazy_re import lazy
 from ncdoc.readers.numbers import is_digits
 
 MAX_ROWS = 20000
 MAX_FAILURES = 32          # failure lines kept; every process prints its own, up its call stack
 
 # pdsh/clush put "host: " before every line (launcher, shipper and viewer prefixes: evidence/wrappers.py)
-_HOST_TAG = re.compile(r"[\w.\-]+: (?=#|\s*\d)")
-_VERSION = re.compile(r"nccl-tests version (\S+)(?: nccl-headers=(\d{1,20}(?!\d)))?(?: nccl-library=(\d{1,20}(?!\d)))?")
-_START = re.compile(r"Collective test (starting|concluded): (\S+)")
-_CONFIG = re.compile(r"nThread (\d{1,20}(?!\d)) nGpus (\d{1,20}(?!\d)) minBytes (\d{1,20}(?!\d)) maxBytes (\d{1,20}(?!\d))(?: step: (\d{1,20}(?!\d))\((factor|bytes)\))?"
+_HOST_TAG = lazy(r"[\w.\-]+: (?=#|\s*\d)")
+_VERSION = lazy(r"nccl-tests version (\S+)(?: nccl-headers=(\d{1,20}(?!\d)))?(?: nccl-library=(\d{1,20}(?!\d)))?")
+_START = lazy(r"Collective test (starting|concluded): (\S+)")
+_CONFIG = lazy(r"nThread (\d{1,20}(?!\d)) nGpus (\d{1,20}(?!\d)) minBytes (\d{1,20}(?!\d)) maxBytes (\d{1,20}(?!\d))(?: step: (\d{1,20}(?!\d))\((factor|bytes)\))?"
                      r"(?: warmup iters: (\d{1,20}(?!\d)))?(?: iters: (\d{1,20}(?!\d)))?(?: agg iters: (\d{1,20}(?!\d)))?(?: validation: (\d{1,20}(?!\d)))?"
                      r"(?: graph: (\d{1,20}(?!\d)))?(?: unalign: (\d{1,20}(?!\d)))?")
-_DEVICE = re.compile(r"^#\s*Rank\s+(\d{1,20}(?!\d))(?:\s+Group\s+(\d{1,20}(?!\d)))?\s+Pid\s+(\d{1,20}(?!\d))\s+on\s+(\S+)\s+device\s+(\d{1,20}(?!\d))"
+_DEVICE = lazy(r"^#\s*Rank\s+(\d{1,20}(?!\d))(?:\s+Group\s+(\d{1,20}(?!\d)))?\s+Pid\s+(\d{1,20}(?!\d))\s+on\s+(\S+)\s+device\s+(\d{1,20}(?!\d))"
                      r"(?:\s+\[([^\]]*)\])?\s*(.*)$")
-_DEVICE_START = re.compile(r"^#\s*Rank\s+\d+")
+_DEVICE_START = lazy(r"^#\s*Rank\s+\d+")
 # nccl-tests' comment lines that a markdown renderer turns into headings, dropping the "#"
-_HASHLESS = re.compile(r"(?:nThread \d+ nGpus|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+ on |Using devices$|"
+_HASHLESS = lazy(r"(?:nThread \d+ nGpus|Rank\s+\d+\s+(?:Group\s+\d+\s+)?Pid\s+\d+ on |Using devices$|"
                        r"Out of bounds values\s*:|Avg bus bandwidth\s*:|Collective test (?:starting|concluded)|"
                        r"nccl-tests version )")
-_ROW = re.compile(r"^\s*(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+([A-Za-z_]\w*)(.*)$")
-_OOB = re.compile(r"Out of bounds values\s*:\s*(\d{1,20}(?!\d))\s*(OK|FAILED)?")
-_AVG = re.compile(r"Avg bus bandwidth\s*:\s*([-+\d.eE]+|nan|inf)")
-_DATE, _TIME = re.compile(r"^\d{4}-\d\d-\d\d$"), re.compile(r"^\d\d:\d\d:\d\d$")
+_ROW = lazy(r"^\s*(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+([A-Za-z_]\w*)(.*)$")
+_OOB = lazy(r"Out of bounds values\s*:\s*(\d{1,20}(?!\d))\s*(OK|FAILED)?")
+_AVG = lazy(r"Avg bus bandwidth\s*:\s*([-+\d.eE]+|nan|inf)")
+_DATE, _TIME = lazy(r"^\d{4}-\d\d-\d\d$"), lazy(r"^\d\d:\d\d:\d\d$")
 # "%6.0le" of old outputs; a large #wrong printed by "%6g" has a decimal point ("1.04858e+06") or a positive
 # exponent with a non-zero digit ("1e+06").
-_OLD_ERROR = re.compile(r"^(?:0[eE][-+]\d\d|\d[eE]-\d\d)$")
+_OLD_ERROR = lazy(r"^(?:0[eE][-+]\d\d|\d[eE]-\d\d)$")
 # Messages such as util.cu's "Invalid number of GPUs: ..." go to stderr just before the TESTCHECK lines;
 # of the free text right before the first failure, the first of its last few lines explains it.
 _NOTE_LINES = 6
 # words, and not a shell prompt or `set -x` trace of the command that was run
-_NOTE = re.compile(r"^(?![$>+] ).*[A-Za-z]{3}")
+_NOTE = lazy(r"^(?![$>+] ).*[A-Za-z]{3}")
 
 
 class TextParser:
@@ -315,9 +317,9 @@ def _group(toks: list[str], width: int) -> GroupResult | None:
 # nccl-tests before 2.x printed "NCCL failure common.cu:874 'unhandled system error'": no host, no "Test"
 # Led by its literal (a leading optional "host: " group would be retried from every character of a long
 # token); the host and "Test " are read from the text before it, the message's closing quote after.
-_CHECK_FAIL = re.compile(r"(CUDA|Cuda|NCCL) failure (\S+?\.cu):(\d{1,20}(?!\d)) '(.*)$")
-_CHECK_HOST = re.compile(r"([^\s:]+): (?:Test )?$")
-_TEST_FAIL = re.compile(r"\.\. (\S+) pid (\d{1,20}(?!\d)): Test failure (\S+?):(\d{1,20}(?!\d))\s*$")
+_CHECK_FAIL = lazy(r"(CUDA|Cuda|NCCL) failure (\S+?\.cu):(\d{1,20}(?!\d)) '(.*)$")
+_CHECK_HOST = lazy(r"([^\s:]+): (?:Test )?$")
+_TEST_FAIL = lazy(r"\.\. (\S+) pid (\d{1,20}(?!\d)): Test failure (\S+?):(\d{1,20}(?!\d))\s*$")
 
 
 def parse_failure(text: str, line: int = 0) -> Failure | None:
@@ -345,17 +347,17 @@ def parse_failure(text: str, line: int = 0) -> Failure | None:
                    NCCL_RESULT[code][0] if code is not None else None, "", line, text.strip())
 
 
-_NUMBER = re.compile(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
+_NUMBER = lazy(r"^[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?$")
 
 # the nccl-tests command line (src/common.cu options) and the launcher's processes per host
-_BINARY = re.compile(r"(?:^|[\s/])(\w+?)_perf(?:_mpi)?(?=\s|$)")
-_COMMAND_OPTIONS = (("ngpus", re.compile(r"\s(?:-g|--ngpus)(?:=|\s*)(\d{1,20}(?!\d))")),
-                    ("nthreads", re.compile(r"\s(?:-t|--nthreads)(?:=|\s*)(\d{1,20}(?!\d))")))
-_PER_HOST = re.compile(r"(?:-npernode|--npernode|--ntasks-per-node|--nproc[-_]per[-_]node|-ppn|--map-by\s+ppr:)"
+_BINARY = lazy(r"(?:^|[\s/])(\w+?)_perf(?:_mpi)?(?=\s|$)")
+_COMMAND_OPTIONS = (("ngpus", lazy(r"\s(?:-g|--ngpus)(?:=|\s*)(\d{1,20}(?!\d))")),
+                    ("nthreads", lazy(r"\s(?:-t|--nthreads)(?:=|\s*)(\d{1,20}(?!\d))")))
+_PER_HOST = lazy(r"(?:-npernode|--npernode|--ntasks-per-node|--nproc[-_]per[-_]node|-ppn|--map-by\s+ppr:)"
                        r"(?:=|\s+)?(\d{1,20}(?!\d))")
-_MPIRUN = re.compile(r"\b(?:mpirun|mpiexec|orterun)\b")
-_MPI_PER_NODE = re.compile(r"\s-N\s+(\d{1,20}(?!\d))")          # Open MPI's -N is processes per node (srun's is nodes)
-_HOST_SLOTS = re.compile(r"(?<![\w.\-])[\w.\-]+:(\d{1,20}(?!\d))(?=[,\s]|$)")   # from a name's start only
+_MPIRUN = lazy(r"\b(?:mpirun|mpiexec|orterun)\b")
+_MPI_PER_NODE = lazy(r"\s-N\s+(\d{1,20}(?!\d))")          # Open MPI's -N is processes per node (srun's is nodes)
+_HOST_SLOTS = lazy(r"(?<![\w.\-])[\w.\-]+:(\d{1,20}(?!\d))(?=[,\s]|$)")   # from a name's start only
 
 
 def number(token: str) -> float | None:

@@ -22,35 +22,36 @@ from ncdoc.evidence.citation import CitationBook
 from ncdoc.evidence.report_markers import RAS_MARKERS, RAS_REPORT_MARKERS
 from ncdoc.evidence.ras_model import RasCommIssue, RasCommRow, RasEvent, RasGroup, RasProcess, RasRank, RasReport
 from ncdoc.evidence.wrappers import strip_wrappers
+from ncdoc.evidence.lazy_re import lazy
 
-_VERSION = re.compile(r"^NCCL version (\d+\.\d+\.\d+)\S* compiled with CUDA (\d+\.\d+)")
-_RUNTIME = re.compile(r"^CUDA runtime version (\d{1,20}(?!\d)), driver version (\d{1,20}(?!\d))")
-_INTS = re.compile(r"^\s*(\d{1,20}(?:\s+\d{1,20}){2,4})\s*$")      # counts: 20 digits at most each
-_OUTLIER = re.compile(r"^\s*Node (\S+) running process(?:es)? ([\d, ]+)")
-_QUERY = re.compile(r"^Communicators\.\.\.(?: \((\d{1,20}(?:\.\d{1,20})?)s\))?")
-_ROW = re.compile(r"^\s*(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+(\d+(?:-\d+)?)\s+(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+([A-Z]+)\s+([A-Z,]+)\s*$")
-_MISSING_PROCS = re.compile(r"^\s*Missing communicator data from (\d{1,20}(?!\d)) job process")
-_DEAD = re.compile(r"^\s*(\d{1,20}(?!\d)) job process(?:es)? (?:is|are) considered dead")
-_PROCESS = re.compile(r"^\s*Process (\d{1,20}(?!\d)) on node (\S+) managing GPUs? ([\d, ]+)")
-_NO_INFO = re.compile(r"^\s*\[could not find information on (\d{1,20}(?!\d)) process")
-_COMM = re.compile(r"^#(\d+-\d+) \(([0-9a-fA-F]{1,16})\) ([A-Z,]+)")
-_MISSING_RANKS = re.compile(r"^\s*Missing communicator data from (\d{1,20}(?!\d)) rank")
-_THE_MISSING = re.compile(r"^\s*The missing ranks?: ([\d, ]+)")
-_RANK_LINE = re.compile(r"^\s*Rank (\d{1,20}(?!\d))(?: (?:has status (\S+)|has launched up to operation (\d{1,20}(?!\d))|reported (.+?)))?"
+_VERSION = lazy(r"^NCCL version (\d+\.\d+\.\d+)\S* compiled with CUDA (\d+\.\d+)")
+_RUNTIME = lazy(r"^CUDA runtime version (\d{1,20}(?!\d)), driver version (\d{1,20}(?!\d))")
+_INTS = lazy(r"^\s*(\d{1,20}(?:\s+\d{1,20}){2,4})\s*$")      # counts: 20 digits at most each
+_OUTLIER = lazy(r"^\s*Node (\S+) running process(?:es)? ([\d, ]+)")
+_QUERY = lazy(r"^Communicators\.\.\.(?: \((\d{1,20}(?:\.\d{1,20})?)s\))?")
+_ROW = lazy(r"^\s*(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+(\d+(?:-\d+)?)\s+(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+([A-Z]+)\s+([A-Z,]+)\s*$")
+_MISSING_PROCS = lazy(r"^\s*Missing communicator data from (\d{1,20}(?!\d)) job process")
+_DEAD = lazy(r"^\s*(\d{1,20}(?!\d)) job process(?:es)? (?:is|are) considered dead")
+_PROCESS = lazy(r"^\s*Process (\d{1,20}(?!\d)) on node (\S+) managing GPUs? ([\d, ]+)")
+_NO_INFO = lazy(r"^\s*\[could not find information on (\d{1,20}(?!\d)) process")
+_COMM = lazy(r"^#(\d+-\d+) \(([0-9a-fA-F]{1,16})\) ([A-Z,]+)")
+_MISSING_RANKS = lazy(r"^\s*Missing communicator data from (\d{1,20}(?!\d)) rank")
+_THE_MISSING = lazy(r"^\s*The missing ranks?: ([\d, ]+)")
+_RANK_LINE = lazy(r"^\s*Rank (\d{1,20}(?!\d))(?: (?:has status (\S+)|has launched up to operation (\d{1,20}(?!\d))|reported (.+?)))?"
                         r" -- GPU (\S+) managed by process (\d{1,20}(?!\d)) on node (\S+)")
-_DIFFERENT = re.compile(r"^\s*Communicator ranks have different (.*\S|.)\s*$")
-_GROUP = re.compile(r"^\s*(\d{1,20}(?!\d)) ranks? (?:have|has) (?:status (\S+)|launched up to operation (\d{1,20}(?!\d))|(not launched any "
+_DIFFERENT = lazy(r"^\s*Communicator ranks have different (.*\S|.)\s*$")
+_GROUP = lazy(r"^\s*(\d{1,20}(?!\d)) ranks? (?:have|has) (?:status (\S+)|launched up to operation (\d{1,20}(?!\d))|(not launched any "
                     r"operations))")
-_ERRORS_ON = re.compile(r"^\s*(Initialization|Asynchronous) errors? on (\d{1,20}(?!\d)) ranks?")
-_REPORTED = re.compile(r"^\s*(\d{1,20}(?!\d)) ranks? reported (.*\S|.)\s*$")
-_TIMEOUTS = re.compile(r"^\s*Encountered (\d{1,20}(?!\d)) communication timeouts?")
-_MISSING_DATA = re.compile(r"Warning: missing data from (\d{1,20}(?!\d)) process(?:es)? \(received from (\d{1,20}(?!\d)), expected (\d{1,20}(?!\d))\)")
+_ERRORS_ON = lazy(r"^\s*(Initialization|Asynchronous) errors? on (\d{1,20}(?!\d)) ranks?")
+_REPORTED = lazy(r"^\s*(\d{1,20}(?!\d)) ranks? reported (.*\S|.)\s*$")
+_TIMEOUTS = lazy(r"^\s*Encountered (\d{1,20}(?!\d)) communication timeouts?")
+_MISSING_DATA = lazy(r"Warning: missing data from (\d{1,20}(?!\d)) process(?:es)? \(received from (\d{1,20}(?!\d)), expected (\d{1,20}(?!\d))\)")
 # RAS lines of a job's log (src/ras/*.cc) and monitor events ("[%s] %s: %s")
-_DEAD_PEER = re.compile(r"RAS declaring peer (\S+) as DEAD")
-_DEAD_CONN = re.compile(r"RAS connection from peer (\S+) that is considered dead")
-_COLL_TIMEOUT = re.compile(r"RAS collective (\S+) timeout error \((\d{1,20}(?!\d))s\) -- giving up on (\d{1,20}(?!\d)) missing")
-_CONNECT_TIMEOUT = re.compile(r"RAS connect retry timeout \((\d{1,20}(?!\d))s\) on socket connection with (\S+)")
-_MONITOR = re.compile(r"^(?:\[[^\]]{4,40}\] )?(PEER_DEAD|PEER_NEW|PEER_CONNECTING): (.*)$")
+_DEAD_PEER = lazy(r"RAS declaring peer (\S+) as DEAD")
+_DEAD_CONN = lazy(r"RAS connection from peer (\S+) that is considered dead")
+_COLL_TIMEOUT = lazy(r"RAS collective (\S+) timeout error \((\d{1,20}(?!\d))s\) -- giving up on (\d{1,20}(?!\d)) missing")
+_CONNECT_TIMEOUT = lazy(r"RAS connect retry timeout \((\d{1,20}(?!\d))s\) on socket connection with (\S+)")
+_MONITOR = lazy(r"^(?:\[[^\]]{4,40}\] )?(PEER_DEAD|PEER_NEW|PEER_CONNECTING): (.*)$")
 
 MAX_ITEMS = 64            # processes, ranks, issues kept: a 4096-rank report stays small
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import os
 from ncdoc.startup.record import field, record
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ncdoc.evidence import block_scan as B
 

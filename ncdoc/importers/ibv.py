@@ -17,6 +17,7 @@ from ncdoc.importers.rdma_fields import (LANE_SPEED, SPEED_CODE, HcaBuild, ends_
                                          int_value, link_layer, phys_state, port_state)
 from ncdoc.snapshot import Gid, HcaSection, Status
 from ncdoc.topology import natural_key
+from ncdoc.evidence.lazy_re import lazy
 
 
 @dataclass(frozen=True)
@@ -32,12 +33,12 @@ class IbvResult:
 # fields ibv_devinfo prints under a port (with -v), and its GID table lines
 _PORT_FIELDS = ("state", "phys_state", "max_mtu", "active_mtu", "sm_lid", "port_lid", "port_lmc", "link_layer",
                 "active_width", "active_speed", "max_msg_sz", "port_cap_flags", "gid_tbl_len", "subnet_timeout")
-_PORT_LINE = re.compile(rf"^\s*(?:GID\[\s*\d+\]|{'|'.join(_PORT_FIELDS)}):")
-_DEV_OPTION = re.compile(r"(?:^|\s)(?:-d|--ib-dev)(?:=|\s+)([\w.\-]+)")
-_PORT_OPTION = re.compile(r"(?:^|\s)(?:-i|--ib-port)(?:=|\s+)(\d{1,20}(?!\d))")
-_ANY_HEADER = re.compile(r"^\s*(?:hca_id:|CA '|Infiniband device '|DEV\s+PORT\s+INDEX\b|\d+ HCAs? found)")
+_PORT_LINE = lazy(rf"^\s*(?:GID\[\s*\d+\]|{'|'.join(_PORT_FIELDS)}):")
+_DEV_OPTION = lazy(r"(?:^|\s)(?:-d|--ib-dev)(?:=|\s+)([\w.\-]+)")
+_PORT_OPTION = lazy(r"(?:^|\s)(?:-i|--ib-port)(?:=|\s+)(\d{1,20}(?!\d))")
+_ANY_HEADER = lazy(r"^\s*(?:hca_id:|CA '|Infiniband device '|DEV\s+PORT\s+INDEX\b|\d+ HCAs? found)")
 FRAGMENT_NAME = "(unnamed)"
-_SOFT_ROCE = re.compile(r"rxe\d")
+_SOFT_ROCE = lazy(r"rxe\d")
 
 
 def _fragment(lines: list[str], at: int) -> tuple[HcaBuild, int, str]:

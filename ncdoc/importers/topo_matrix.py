@@ -12,11 +12,12 @@ import re
 
 from ncdoc.errors import InputError
 from ncdoc.snapshot import PathMatrix, Status
+from ncdoc.evidence.lazy_re import lazy
 
-_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_PATH = re.compile(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|C2C|NVB|P2C|PXN")
-_PATHS_GLUED = re.compile(rf"(?:{_PATH.pattern})+")
-_LEGEND_ENTRY = re.compile(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
+_ESCAPE = lazy(r"\x1b\[[0-9;]*[A-Za-z]")
+_PATH = lazy(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|C2C|NVB|P2C|PXN")
+_PATHS_GLUED = lazy(rf"(?:{_PATH.pattern})+")
+_LEGEND_ENTRY = lazy(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _TRAILING = (("CPU", "Affinity"), ("NUMA", "Affinity"), ("GPU", "NUMA", "ID"), ("NUMA",))
 # A column label: GPUn, NICn, or the RDMA device name old drivers print (mlx5_0, bnxt_re1, efa_0). Anything
 # else is no device: taking every header token as one made a pasted 16 KB line a matrix of 2,000 devices.

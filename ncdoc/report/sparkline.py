@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Sequence
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Sequence
 
 BLOCKS = "▁▂▃▄▅▆▇█"
 ASCII = "_.-~=+*#"          # the same eight levels where the terminal cannot print blocks

@@ -16,22 +16,23 @@ from ncdoc.evidence.wrappers import strip_wrappers
 from ncdoc.findings import Evidence, Report
 from ncdoc.readers.numbers import is_digits
 from ncdoc.startup.record import replace
+from ncdoc.evidence.lazy_re import lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
     from typing import Iterable, Sequence
 
 # record headers of the four RDMA tools (device, port)
-_HCA_ID = re.compile(r"^\s*hca_id:\s*(\S+)")
-_IBV_PORT = re.compile(r"^\s*port:\s*(\d{1,20}(?!\d))")
-_CA = re.compile(r"^\s*CA '([^']+)'")
-_CA_PORT = re.compile(r"^\s*Port (\d{1,20}(?!\d)):")
-_IBSTATUS = re.compile(r"^\s*Infiniband device '([^']+)' port (\d{1,20}(?!\d)) status:")
-_SHOW_GIDS = re.compile(r"^\s*(\S+)\s+(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+([0-9a-fA-F:]{8,})")
-_FIELD = re.compile(r"^\s*([A-Za-z_][\w ]*?)\s*:\s")
-_GID_LINE = re.compile(r"^\s*GID\[\s*(\d{1,20}(?!\d))\]:")
-_SOURCE = re.compile(r"^hcas/([^/]+)/port (\d{1,20}(?!\d))(/gids)?$")
-_TOPO_ROW = re.compile(r"^\s*(?:[\w.-]+:\s+)?(GPU\d+|NIC\d+|mlx\w+)\s")
+_HCA_ID = lazy(r"^\s*hca_id:\s*(\S+)")
+_IBV_PORT = lazy(r"^\s*port:\s*(\d{1,20}(?!\d))")
+_CA = lazy(r"^\s*CA '([^']+)'")
+_CA_PORT = lazy(r"^\s*Port (\d{1,20}(?!\d)):")
+_IBSTATUS = lazy(r"^\s*Infiniband device '([^']+)' port (\d{1,20}(?!\d)) status:")
+_SHOW_GIDS = lazy(r"^\s*(\S+)\s+(\d{1,20}(?!\d))\s+(\d{1,20}(?!\d))\s+([0-9a-fA-F:]{8,})")
+_FIELD = lazy(r"^\s*([A-Za-z_][\w ]*?)\s*:\s")
+_GID_LINE = lazy(r"^\s*GID\[\s*(\d{1,20}(?!\d))\]:")
+_SOURCE = lazy(r"^hcas/([^/]+)/port (\d{1,20}(?!\d))(/gids)?$")
+_TOPO_ROW = lazy(r"^\s*(?:[\w.-]+:\s+)?(GPU\d+|NIC\d+|mlx\w+)\s")
 # words of a finding's evidence text -> the field line that shows it
 _KEYWORDS = (("active_mtu", "active_mtu"), ("max_mtu", "max_mtu"), ("MTU", "active_mtu"), ("phys", "phys_state"),
              ("rate", "rate"), ("Gb/s", "rate"), ("link layer", "link_layer"), ("link_layer", "link_layer"),
@@ -141,7 +142,7 @@ def locate(report: Report, node_ev: Sequence) -> Report:
 # ---------------------------------------------------------------- folding and once-only
 
 # what differs between the same statement about several devices: their names, numbers, addresses
-_DEVICE = re.compile(r"\b[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{0,4}){3,7}\b|\b\d{1,3}(?:\.\d{1,3}){3}\b|"
+_DEVICE = lazy(r"\b[0-9a-fA-F]{1,4}(?::[0-9a-fA-F]{0,4}){3,7}\b|\b\d{1,3}(?:\.\d{1,3}){3}\b|"
                      r"\b[A-Za-z][A-Za-z0-9_]{0,30}?\d+(?::\d+)?\b")
 FOLD_FROM = 3          # this many alike evidence lines fold into one
 

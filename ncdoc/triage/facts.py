@@ -12,7 +12,9 @@ sources, what each input alone said. observed_failures() lists the input lines t
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 from ncdoc.nccl.bandwidth import Expectation
 from ncdoc.checks.evidence_common import job_nodes, local_gpus
