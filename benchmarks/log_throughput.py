@@ -1,34 +1,58 @@
 #!/usr/bin/env python3
-"""How fast ncdoc reads a big NCCL log, next to `grep -c "NCCL WARN"` on the same file.
+"""How fast `ncdoc triage` reads NCCL logs of every size, end to end, next to `grep -c "NCCL WARN"` and the
+closest peer (nshinde/nccl-doctor, stdlib Python) on the same files, in one run.
 
-Builds a log (default 512 MB) in a temporary directory from real line shapes: the per-process
-init sequences of the corpus NCCL logs (../shared/corpus, when present) and the format strings
-of nccl_facts.md section 6, spread over many jobs with their own hosts, pids, ranks, comm ids
-and addresses, interleaved the way ranks write, with WARN lines and (--noise) application
-output mixed in. Then, in one run: grep's MB/s, ncdoc's MB/s and peak RSS (parse_nccl_log_file
-in a child process; RUSAGE_CHILDREN), and the ratio.
+Inputs (generated in a temporary folder, never in the repository):
+  * ranks logs: 64 / 1k / 4k / 16k / 64k ranks of a real per-rank init (NCCL 2.28.9 on an H200,
+    tests/fixtures/logs/h200_torchrun_1rank_2_28.log, via tests/scaled_logs.py), 1.3 MB to 1.4 GB;
+  * the mixed log (default 512 MB): the per-process init sequences of the corpus NCCL logs
+    (../shared/corpus, when present) and the format strings of nccl_facts.md section 6, spread over
+    many jobs with their own hosts, pids, ranks, comm ids and addresses, interleaved the way ranks
+    write, with WARN lines and (--noise) application output mixed in;
+  * a small artifact (the real one-rank log itself, 17 KB), where start-up is everything.
 
-    .venv/bin/python benchmarks/log_throughput.py                 # 512 MB
-    .venv/bin/python benchmarks/log_throughput.py --size 64 --noise 0.5
-    .venv/bin/python benchmarks/log_throughput.py --floors        # + pure-Python ceilings
+For each input: `grep -c` (best of 3), `ncdoc triage --json` with --jobs 1 and --jobs 2, the native
+scanner when ncdoc_fast is importable, and the peer (`nccl-doctor analyze` over a job folder holding
+the log; --peer DIR or $NCDOC_PEER, a checkout of it; skipped when absent). Printed: wall and CPU
+seconds (user + system of the process and its workers), MB/s, the ratios to grep and to the peer
+(paired: the runs of one input are interleaved, round by round, so a busy machine slows all alike),
+peak RSS (the whole process tree, sampled), time per 1k ranks, and each target met or not:
+
+  pure Python --jobs 2 >= 0.1x grep -c on the mixed log (wall), >= 3x faster than the peer from 1 MB up;
+  the small artifact's triage no slower than the peer's; peak RSS < 200 MB at every size; time per rank
+  constant within 20 % from 1k to 64k ranks.
+
+Exit status 0 either way (the figures are the result). Bytecode is cached in a private
+PYTHONPYCACHEPREFIX (these machines set PYTHONDONTWRITEBYTECODE=1), and every command runs once
+before it is timed.
+
+    .venv/bin/python benchmarks/log_throughput.py                        # the whole suite (~1.8 GB of logs)
+    .venv/bin/python benchmarks/log_throughput.py --ranks 64,1024 --mixed-mb 64 --rounds 3
+    .venv/bin/python benchmarks/log_throughput.py --parser --size 64     # the log parser alone (no triage)
+    .venv/bin/python benchmarks/log_throughput.py --parser --floors      # + pure-Python ceilings
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
+import os
 import random
 import re
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
+SMALL = ROOT / "tests" / "fixtures" / "logs" / "h200_torchrun_1rank_2_28.log"
 _PREFIX = re.compile(r"^(\S+?):(\w+):(\w+) \[(\d+)\] (.*)$")
 _NEEDS_VARY = re.compile(r"commId|comm 0x|rank \d|10\.99\.91\.63|169\.254\.103\.56")
 
@@ -236,17 +260,8 @@ def time_floors(path: Path) -> list[tuple[str, float]]:
     return out
 
 
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--size", type=int, default=512, help="log size in MB (default 512)")
-    ap.add_argument("--noise", type=float, default=0.0,
-                    help="chance of an application line after each NCCL line (default 0: init lines only)")
-    ap.add_argument("--keep", help="also copy the generated log to this path")
-    ap.add_argument("--floors", action="store_true",
-                    help="also time what any pure-Python reader must do (a line loop, ncdoc's regex passes)")
-    args = ap.parse_args(argv)
-    if not 0 <= args.noise < 1:
-        ap.error("--noise is a probability: 0 <= NOISE < 1")
+def parser_main(args) -> int:
+    """The log parser alone over the mixed log (parse_nccl_log_file), as this benchmark measured before triage."""
     tmp = Path(tempfile.mkdtemp(prefix="ncdoc-bench-"))
     try:
         log = tmp / "nccl.log"
@@ -265,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         ncdoc_s, rss_kb, facts = time_ncdoc(log)
         print(f"grep -c 'NCCL WARN': {mb / grep_s:8.0f} MB/s  ({grep_s:.2f} s)")
         print(f"ncdoc nccl_log     : {mb / ncdoc_s:8.0f} MB/s  ({ncdoc_s:.2f} s), peak RSS {rss_kb / 1024:.0f} MB")
-        print(f"ratio ncdoc/grep   : {grep_s / ncdoc_s:8.3f}  (target >= 0.25; peak RSS target < 200 MB)")
+        print(f"ratio ncdoc/grep   : {grep_s / ncdoc_s:8.3f}")
         print(f"facts: {facts}")
         if args.floors:
             passes = 0.0
@@ -276,6 +291,254 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+# ---------------------------------------------------------------- triage end to end
+
+class Run:
+    """One command's cost: wall and CPU seconds (it and its descendants), peak RSS of its whole process
+    tree (sampled every 10 ms, summed over the processes alive together), exit status."""
+
+    def __init__(self, wall: float, cpu: float, rss_mb: float, rc: int):
+        self.wall, self.cpu, self.rss_mb, self.rc = wall, cpu, rss_mb, rc
+
+
+def _tree_rss_kb(root: int) -> int:
+    """VmRSS summed over `root` and its descendants (Linux /proc; 0 where unreadable)."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry)
+        children.setdefault(int(fields[1]), []).append(pid)
+        rss[pid] = int(fields[21]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    total, todo = 0, [root]
+    while todo:
+        pid = todo.pop()
+        total += rss.get(pid, 0)
+        todo.extend(children.get(pid, ()))
+    return total
+
+
+def measure(cmd: list[str], env: dict, cwd: str | Path | None = None) -> Run:
+    peak = [0]
+    t0 = time.perf_counter()
+    # output to a file, not /dev/null: GNU grep stops at the first match when its output is /dev/null
+    sink = tempfile.TemporaryFile()
+    proc = subprocess.Popen(cmd, stdout=sink, stderr=subprocess.PIPE, env=env, cwd=cwd)
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.wait(0.01):
+            peak[0] = max(peak[0], _tree_rss_kb(proc.pid))
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    done.set()
+    sampler.join()
+    sink.close()
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    # the process's own peak, and its waited-for workers' (wait4 counts them too), beside the sampled sum
+    peak_kb = max(peak[0], usage.ru_maxrss)
+    if proc.returncode not in (0, 1):
+        print(f"  ! {' '.join(map(str, cmd[-4:]))} exited {proc.returncode}: {err.decode(errors='replace')[-300:]}",
+              file=sys.stderr)
+    return Run(wall, usage.ru_utime + usage.ru_stime, peak_kb / 1024, proc.returncode)
+
+
+def grep_run(path: Path, env: dict) -> Run:
+    # capture the count: GNU grep stops at the first match when its output is /dev/null
+    best = None
+    for _ in range(3):
+        r = measure(["grep", "-c", "NCCL WARN", str(path)], env)
+        best = r if best is None or r.wall < best.wall else best
+    return best
+
+
+def peer_job(path: Path, work: Path) -> Path:
+    """A job folder the peer analyses: its logs/ holding the log (a link), and the job.json it requires."""
+    job = work / f"peer-{path.stem}"
+    (job / "logs").mkdir(parents=True, exist_ok=True)
+    link = job / "logs" / "job.0.log"
+    if not link.exists():
+        link.symlink_to(path)
+    (job / "job.json").write_text(json.dumps({"job_id": path.stem, "nodes": [], "world_size": 0}))
+    return job
+
+
+def native_available() -> bool:
+    """The native scanner's hook: the column is filled when its module (ncdoc_fast) can be imported."""
+    return importlib.util.find_spec("ncdoc_fast") is not None
+
+
+def commands(path: Path, peer: Path | None, work: Path, native: bool) -> dict[str, tuple[list[str], Path | None]]:
+    ncdoc = [sys.executable, "-m", "ncdoc", "triage", str(path), "--json"]
+    out = {"jobs 1": (ncdoc + ["--jobs", "1"], ROOT), "jobs 2": (ncdoc + ["--jobs", "2"], ROOT)}
+    if native:
+        out["native"] = (ncdoc + ["--jobs", "1", "--native"], ROOT)
+    if peer is not None:
+        out["peer"] = ([sys.executable, "-m", "nccl_doctor.cli", "analyze", str(peer_job(path, work)), "--no-store",
+                        "--json"], peer)
+    return out
+
+
+def run_input(name: str, path: Path, ranks: int | None, rounds: int, peer: Path | None, work: Path,
+              env: dict, native: bool) -> dict:
+    """Every command over one input, interleaved round by round; medians of walls, CPUs and per-round ratios."""
+    mb = path.stat().st_size / 1e6
+    with path.open("rb") as fh:                      # warm the page cache for every reader
+        while fh.read(16 << 20):
+            pass
+    cmds = commands(path, peer, work, native)
+    if mb < 64:                                      # a first run writes the bytecode caches
+        for cmd, cwd in cmds.values():
+            measure(cmd, env, cwd)
+    runs: dict[str, list[Run]] = {k: [] for k in ["grep", *cmds]}
+    for _ in range(rounds):
+        runs["grep"].append(grep_run(path, env))
+        for key, (cmd, cwd) in cmds.items():
+            runs[key].append(measure(cmd, env, cwd))
+    med = {k: (statistics.median(r.wall for r in v), statistics.median(r.cpu for r in v), max(r.rss_mb for r in v),
+               max(r.rc for r in v)) for k, v in runs.items()}
+    ratios = {}
+    for key in cmds:
+        ratios[f"{key}/grep wall"] = statistics.median(g.wall / r.wall for g, r in zip(runs["grep"], runs[key]))
+        if "peer" in cmds and key != "peer":
+            ratios[f"{key} vs peer wall"] = statistics.median(p.wall / r.wall for p, r in zip(runs["peer"], runs[key]))
+            ratios[f"{key} vs peer cpu"] = statistics.median(p.cpu / r.cpu for p, r in zip(runs["peer"], runs[key]))
+    return {"name": name, "mb": mb, "ranks": ranks, "med": med, "ratios": ratios}
+
+
+def print_row(res: dict) -> None:
+    mb = res["mb"]
+    print(f"\n{res['name']}: {mb:,.1f} MB" + (f", {res['ranks']:,} ranks" if res["ranks"] else ""))
+    print(f"  {'':8s} {'wall s':>8s} {'cpu s':>8s} {'MB/s':>8s} {'peak RSS MB':>12s}   ratios (median of rounds)")
+    for key, (wall, cpu, rss, rc) in res["med"].items():
+        rat = [f"{k.split(' ', 2)[-1] if k.startswith(key) else k}={v:.3f}" for k, v in res["ratios"].items()
+               if k.startswith(key + "/") or k.startswith(key + " vs")]
+        note = "" if rc in (0, 1) else f"  (exit {rc})"
+        print(f"  {key:8s} {wall:8.2f} {cpu:8.2f} {mb / wall:8.1f} {rss:12.0f}   {'  '.join(rat)}{note}")
+
+
+def verdicts(results: list[dict], small: dict | None) -> list[tuple[str, bool | None, str]]:
+    out: list[tuple[str, bool | None, str]] = []
+    mixed = next((r for r in results if r["name"].startswith("mixed")), None)
+    if mixed:
+        v = mixed["ratios"].get("jobs 2/grep wall")
+        out.append(("pure Python --jobs 2 >= 0.1x grep -c on the mixed log (wall)", v >= 0.1, f"{v:.3f}x"))
+    for r in results:
+        if r["mb"] >= 1 and "jobs 1 vs peer cpu" in r["ratios"]:
+            for key in ("jobs 1", "jobs 2"):
+                wall, cpu = r["ratios"][f"{key} vs peer wall"], r["ratios"][f"{key} vs peer cpu"]
+                out.append((f">= 3x faster than the peer, {r['name']}, --{key.replace(' ', ' ')} (wall / cpu)",
+                            wall >= 3, f"{wall:.2f}x / {cpu:.2f}x"))
+    if small and "peer" in small["med"]:
+        mine, theirs = small["med"]["jobs 1"], small["med"]["peer"]
+        v = small["ratios"].get("jobs 1 vs peer cpu")
+        out.append(("small artifact's triage no slower than the peer (CPU; wall)", v >= 1.0,
+                    f"{mine[1] * 1000:.0f} vs {theirs[1] * 1000:.0f} ms CPU ({v:.2f}x); "
+                    f"{mine[0] * 1000:.0f} vs {theirs[0] * 1000:.0f} ms wall"))
+    for r in results + ([small] if small else []):
+        for key in ("jobs 1", "jobs 2"):
+            if key in r["med"]:
+                rss = r["med"][key][2]
+                out.append((f"peak RSS < 200 MB, {r['name']}, --{key}", rss < 200, f"{rss:.0f} MB"))
+    ranked = [r for r in results if r["ranks"] and r["ranks"] >= 1024]
+    if len(ranked) >= 2:
+        for key in ("jobs 1", "jobs 2"):
+            for what, i in (("wall", 0), ("cpu", 1)):
+                per = {r["ranks"]: r["med"][key][i] / r["ranks"] * 1000 for r in ranked}
+                spread = max(per.values()) / min(per.values()) - 1
+                shown = ", ".join(f"{n // 1024}k: {v * 1000:.0f} ms" for n, v in per.items())
+                out.append((f"time per 1k ranks within 20 % from 1k to {max(per) // 1024}k, --{key} ({what})",
+                            spread <= 0.2, f"{shown} (spread {spread * 100:.0f} %)"))
+    return out
+
+
+def triage_main(args) -> int:
+    peer = Path(args.peer).resolve() if args.peer else None
+    if peer is not None and not (peer / "nccl_doctor" / "cli.py").is_file():
+        print(f"no nccl-doctor checkout at {peer}: the peer column is left out", file=sys.stderr)
+        peer = None
+    native = native_available()
+    work = Path(args.work or tempfile.mkdtemp(prefix="ncdoc-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    cache = work / "pycache"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPYCACHEPREFIX"] = str(cache)
+    env["PYTHONPATH"] = os.pathsep.join(x for x in (str(ROOT), env.get("PYTHONPATH", "")) if x)
+    sys.path.insert(0, str(ROOT / "tests"))
+    from scaled_logs import write_ranks_log
+    inputs: list[tuple[str, Path, int | None]] = []
+    for n in [int(x) for x in args.ranks.split(",") if x]:
+        path = work / f"ranks{n}.log"
+        if not path.exists():
+            t = time.perf_counter()
+            size = write_ranks_log(path, n)
+            print(f"built {path.name}: {size / 1e6:,.1f} MB in {time.perf_counter() - t:.0f} s", file=sys.stderr)
+        inputs.append((f"{n:,} ranks", path, n))
+    if args.mixed_mb:
+        path = work / f"mixed{args.mixed_mb}.log"
+        if not path.exists():
+            t = time.perf_counter()
+            info = build_log(path, args.mixed_mb, args.noise)
+            print(f"built {path.name}: {info['bytes'] / 1e6:,.0f} MB, {info['jobs']} jobs in "
+                  f"{time.perf_counter() - t:.0f} s", file=sys.stderr)
+        inputs.append((f"mixed {args.mixed_mb} MB", path, None))
+    print(f"ncdoc triage end to end; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}; peer: "
+          f"{peer or 'absent'}; native scanner: {'ncdoc_fast' if native else 'not importable (column left out)'}")
+    small = None
+    try:
+        if not args.no_small:
+            small = run_input("small artifact", SMALL, None, args.small_rounds, peer, work, env, native)
+            print_row(small)
+        results = []
+        for name, path, ranks in inputs:
+            rounds = args.rounds if path.stat().st_size < (256 << 20) else max(1, args.rounds // 3)
+            res = run_input(name, path, ranks, rounds, peer if path.stat().st_size <= args.peer_max_mb << 20 else None,
+                            work, env, native)
+            results.append(res)
+            print_row(res)
+        print(f"\ntargets (load now {os.getloadavg()[0]:.1f}):")
+        for what, ok, figure in verdicts(results, small):
+            print(f"  [{'met' if ok else 'MISSED'}] {what}: {figure}")
+    finally:
+        if not args.work:
+            shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--parser", action="store_true",
+                    help="time the log parser alone over the mixed log (parse_nccl_log_file), not triage")
+    ap.add_argument("--size", type=int, default=512, help="--parser: the mixed log's size in MB (default 512)")
+    ap.add_argument("--keep", help="--parser: also copy the generated log to this path")
+    ap.add_argument("--floors", action="store_true",
+                    help="--parser: also time what any pure-Python reader must do (a line loop, the regex passes)")
+    ap.add_argument("--noise", type=float, default=0.0,
+                    help="chance of an application line after each NCCL line of the mixed log (default 0)")
+    ap.add_argument("--ranks", default="64,1024,4096,16384,65536", help="ranks logs to build (comma-separated)")
+    ap.add_argument("--mixed-mb", type=int, default=512, help="the mixed log's size in MB (0: none; default 512)")
+    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per input (a third above 256 MB)")
+    ap.add_argument("--small-rounds", type=int, default=15, help="rounds for the small artifact")
+    ap.add_argument("--no-small", action="store_true", help="leave the small artifact out")
+    ap.add_argument("--peer", default=os.environ.get("NCDOC_PEER"),
+                    help="a checkout of nshinde/nccl-doctor to compare with (default $NCDOC_PEER)")
+    ap.add_argument("--peer-max-mb", type=int, default=1 << 20, help="leave the peer out above this size")
+    ap.add_argument("--work", help="keep the generated logs in this folder (and reuse them next time)")
+    args = ap.parse_args(argv)
+    if not 0 <= args.noise < 1:
+        ap.error("--noise is a probability: 0 <= NOISE < 1")
+    return parser_main(args) if args.parser else triage_main(args)
 
 
 if __name__ == "__main__":

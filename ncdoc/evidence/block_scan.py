@@ -221,29 +221,42 @@ def scan_events(block: bytes) -> list[tuple]:
     Where a follow-up (the lines after a framework "NCCL error" or an empty "Last error:") will consume lines
     is for the scanner to decide (it may begin in the block before); their events are here, and it drops them."""
     events: list[tuple] = []
-    search, find, rfind, count = P.SCAN.search, block.find, block.rfind, block.count
+    append = events.append
+    finditer, find, rfind, count = P.SCAN.finditer, block.find, block.rfind, block.count
     counted = nl = 0
     end = len(block)
     pos = 0
+    limit = P.MAX_MESSAGE + 10
+    matches = finditer(block)
     while True:
-        m = search(block, pos)
-        if m is None:
+        # SCAN's matches in order, each looked for from where the last line read ended (a match that starts
+        # inside one already read is passed over; when reading ends inside a match, look again from there)
+        for m in matches:
+            at = m.start()
+            if at >= pos:
+                break
+        else:
             break
-        if block[m.start() + 1] == 97:              # "a": a "Last error:" line, whoever printed it
-            ls = max(rfind(b"\n", 0, m.start()) + 1, pos)
-            le = find(b"\n", m.start())
-            le = end if le < 0 else le
+        if block[at + 1] == 97:                     # "a": a "Last error:" line, whoever printed it
+            ls = rfind(b"\n", 0, at) + 1
+            if ls < pos:
+                ls = pos
+            le = find(b"\n", at)
+            if le < 0:
+                le = end
             nl += count(b"\n", counted, ls)
             counted = ls
-            text = block[ls:le]
             # the lines after it go along whatever follows "Last error:" (the scanner decides whether it reads them)
-            events.append((LAST_ERROR, nl, text, block[max(0, ls - LOOK_BACK):ls], ls < LOOK_BACK,
-                           _lines_from(block, le + 1, FOLLOW_LINES)))
+            append((LAST_ERROR, nl, block[ls:le], block[max(0, ls - LOOK_BACK):ls], ls < LOOK_BACK,
+                    _lines_from(block, le + 1, FOLLOW_LINES)))
             pos = le + 1
+            if pos < m.end():
+                matches = finditer(block, pos)
             continue
-        s = m.start() - 3                           # SCAN matches from the "L" of "NCCL"
-        if s < 0 or block[s:s + 3] != b"NCC":       # an "L INFO" that is not the end of "NCCL"
-            pos = m.start() + 1
+        s = at - 3                                  # SCAN matches from the "L" of "NCCL"
+        if s < 0 or block[s:at] != b"NCC":          # an "L INFO" that is not the end of "NCCL"
+            pos = at + 1
+            matches = finditer(block, pos)
             continue
         ls = rfind(b"\n", 0, s) + 1
         if ls < pos:                                # the rest of a line two writers merged
@@ -258,25 +271,28 @@ def scan_events(block: bytes) -> list[tuple]:
             k = rfind(b" ", s, j) if j > s else -1
             stop = k + 1 if k > s else (j + 1 if j > s else nxt + 1)
         pos = stop if stop < le else le + 1
-        if pos <= m.start():                        # text that only looks like a merged line: always advance
-            pos = m.start() + 1
+        if pos <= at:                               # text that only looks like a merged line: always advance
+            pos = at + 1
+        if pos < m.end():
+            matches = finditer(block, pos)
         nl += count(b"\n", counted, ls)
         counted = ls
         level = block[s + 5]
-        if level == 73 or level == 87:              # "I" / "W": NCCL INFO / WARN
-            raw = block[max(ls, s - 256):s]          # the host token is right before "NCCL"
-            mend = min(stop, s + 10 + P.MAX_MESSAGE)
-            msg = block[s + 10:mend]
-            if level == 73:
-                whole = ls >= s - 256 and mend == le
-                events.append((INFO, nl, raw, msg, None if whole else block[ls:le]))
+        if level == 73:                             # "I": NCCL INFO
+            mend = s + limit if stop > s + limit else stop
+            if ls >= s - 256 and mend == le:        # the whole line is the prefix, "NCCL INFO " and the message
+                append((INFO, nl, block[ls:s], block[s + 10:mend], None))
             else:
-                events.append((WARN, nl, raw, msg, block[ls:le]))
+                append((INFO, nl, block[max(ls, s - 256):s], block[s + 10:mend], block[ls:le]))
+            continue
+        if level == 87:                             # "W": NCCL WARN
+            mend = s + limit if stop > s + limit else stop
+            append((WARN, nl, block[max(ls, s - 256):s], block[s + 10:mend], block[ls:le]))
             continue
         if block[s:s + 4] != b"NCCL":
             continue
         text = block[ls:le]
-        events.append((FRAMEWORK, nl, text, _lines_from(block, le + 1, FOLLOW_LINES) if b"NCCL error" in text else None))
+        append((FRAMEWORK, nl, text, _lines_from(block, le + 1, FOLLOW_LINES) if b"NCCL error" in text else None))
     return events
 
 

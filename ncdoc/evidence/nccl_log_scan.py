@@ -62,7 +62,8 @@ class LogScanner:
             channel_tails(st, bs.tails, lambda tail: self._first_tail(bs, tail), lambda: self._gdr_off(bs), base)
         if bs.agg:
             self._aggregated(bs, base)
-        pre_cache, msg_cache = self.pre_cache, self.msg_cache
+        pre_cache, msg_cache, cite_cached = self.pre_cache, self.msg_cache, self.cite_cached
+        info, seen, trace = B.INFO, _SEEN, st.trace
         matched = 0
         for ev in bs.events:
             line = ev[1]
@@ -70,23 +71,23 @@ class LogScanner:
                 continue
             matched += 1
             kind = ev[0]
-            if kind == B.INFO:
-                raw = ev[2]
-                got = pre_cache.get(raw)
+            if kind == info:
+                got = pre_cache.get(ev[2])
                 if got is None:
-                    got = self._prefix(raw)
+                    got = self._prefix(ev[2])
                 cached = msg_cache.get(ev[3])
                 if cached is not None:                  # read before: skip parsing it again
-                    if cached is not _SEEN:
-                        if cached[0] == "trace":
-                            st.trace(got[0], cached[1])
+                    if cached is not seen:
+                        what = cached[0]
+                        if what == "trace":
+                            trace(got[0], cached[1])
                             continue
                         _apply(st, got[1], cached)
-                        cite = self.cite_cached.get(cached[0])
+                        cite = cite_cached.get(what)
                         if cite is not None:            # quote a few more ranks' lines
                             st.book.add(cite, base + line + 1, B.info_text(ev).decode("utf-8", "replace"))
                             if not st.book.wants(cite):
-                                del self.cite_cached[cached[0]]
+                                del cite_cached[what]
                     continue
                 self._info(got, ev[3], B.info_text(ev), base + line + 1)
             elif kind == B.WARN:

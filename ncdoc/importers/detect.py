@@ -22,10 +22,10 @@ class _Sign:
     (`free` is None); one with alternatives that may match anywhere reads every line when the text holds one
     of the words those need (`free`), else the other lines alone; `free` = ALL: every line always."""
 
-    __slots__ = ("pattern", "flags", "needs", "free", "_rx")
+    __slots__ = ("pattern", "flags", "needs", "free", "raw", "_rx")
 
-    def __init__(self, pattern: str, needs: tuple, flags: int = re.M, free: tuple | None = None):
-        self.pattern, self.flags, self.needs, self.free, self._rx = pattern, flags, needs, free, None
+    def __init__(self, pattern: str, needs: tuple, flags: int = re.M, free: tuple | None = None, raw: bool = False):
+        self.pattern, self.flags, self.needs, self.free, self.raw, self._rx = pattern, flags, needs, free, raw, None
 
     @property
     def rx(self) -> re.Pattern:
@@ -45,13 +45,19 @@ class _Sign:
     def count(self, text: str) -> int:
         return _count(self.rx, text) if self.possible(text) else 0
 
-    def scope(self, sample: "Sample") -> str:
-        """The text of `sample` this sign is looked for in."""
+    def lines_bearing(self, sample: "Sample") -> int:
+        """How many lines of `sample` bear this sign (up to _CAP). The words that tell whether the clean text is
+        needed are looked for in the text as given (a clean line is part of its line): no clean text is made
+        for a sign the text cannot bear."""
         if self.free is None:
-            return sample.other
-        if self.free is ALL or any(w in sample.clean if isinstance(w, str) else w(sample.clean) for w in self.free):
-            return sample.clean
-        return sample.other
+            return self.count(sample.other)
+        if self.free is ALL:
+            if not self.possible(sample.text):
+                return 0
+            return self.count(sample.text if self.raw and sample.plain_breaks else sample.clean)
+        if any(w in sample.text if isinstance(w, str) else w(sample.text) for w in self.free):
+            return self.count(sample.clean)
+        return self.count(sample.other)
 
 
 ALL = ()      # a sign that may match any line
@@ -66,6 +72,11 @@ def _found(pattern: str):
             box.append(re.compile(pattern, re.M))
         return box[0].search(text) is not None
     return need
+
+
+def _both(word: str, need):
+    """A need that holds when the text holds `word` and `need` holds (the cheap test first)."""
+    return lambda text: word in text and need(text)
 
 
 _PATH_TOKEN = r"(?:X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC)"
@@ -88,7 +99,7 @@ _TESTS_PREAMBLE = _Sign(r"^#?[ \t]*nThread[ \t]+\d+[ \t]+nGpus|^#[ \t]*Using dev
 # failure (PyTorch c10d, JAX/XLA: "ncclInternalError: ..." then "Last error:") when NCCL_DEBUG was not set
 _NCCL_LOG = _Sign(r"NCCL (?:INFO|WARN|TRACE|DIAG)\b|NCCL version \d|NCCL error|"
                   r"\bnccl(?:[A-Z]\w*Error|InvalidArgument|InvalidUsage): |Last error:", ("NCCL", "nccl", "Last error:"),
-                  free=ALL)
+                  free=ALL, raw=True)     # each alternative holds a space, which no wrapper of a line can hold
 # NCCL message bodies pasted without the "host:pid:tid [dev] NCCL" prefix (each led by a literal)
 # NCCL 2.3 and older: "host:pid:tid [dev] INFO ..." / "host:pid:tid [dev] file.cu:63 WARN ..." (no "NCCL")
 _OLD_NCCL = _Sign(r"^[^\s:]+:\d+:\d+ \[\d+\] (?:[\w./+-]+\.\w+:\d+ )?(?:INFO|WARN) ", ("INFO ", "WARN "))
@@ -131,7 +142,7 @@ _HOST_OUTPUT = _Sign(r"^max locked memory[ \t]+\(kbytes, -l\)|^core file size[ \
 # nccl-tests' own check lines (src/common.h CUDACHECK / NCCLCHECK / TESTCHECK; before 2019 without host and "Test")
 _TESTS_FAILURE = _Sign(r"(?:^|: )(?:Test )?(?:CUDA|Cuda|NCCL) failure [\w./-]+\.cu:\d+ '|"
                        r"^ ?\.\. \S+ pid \d+: Test failure [\w./-]+:\d+", (" failure ",),
-                       free=(_found(r": (?:Test )?(?:CUDA|Cuda|NCCL) failure "),))
+                       free=(_both(" failure ", _found(r": (?:Test )?(?:CUDA|Cuda|NCCL) failure ")),))
 _IBSTATUS = _Sign(r"^Infiniband device '[^']+' port \d+ status:", ("Infiniband device '",))
 # Every sign is searched over the whole sample: none may let \s (which spans line ends) run from a line's
 # start, or 20 KB of blank lines cost seconds; [ \t] instead.
@@ -176,10 +187,12 @@ def check_text(text: str, what: str = "input") -> None:
     if "\x00" in text:
         raise InputError(f"{what} is binary (it contains NUL bytes), not text")
     bad = text.count("\ufffd")
-    controls = sum(1 for ch in text[:65536] if ord(ch) < 32 and ch not in "\t\n\r\f\v\x1b")
+    controls = len(_CONTROLS.findall(text, 0, 65536))
     if bad > 4 or controls > max(8, len(text[:65536]) // 100):
         raise InputError(f"{what} is binary or not UTF-8 text")
 
+
+_CONTROLS = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f]")     # below a space, and no tab, line end or escape
 
 _EMBEDDED_IBV = _Sign(r"^[ \t]*hca_id:[ \t]*\S", ("hca_id:",))
 
@@ -203,7 +216,7 @@ class Sample:
     log-shipper prefixes in front of them (`clean`, made when a sign first asks), and, when it is JSON,
     the value."""
 
-    __slots__ = ("text", "stripped", "data", "json_error", "_clean", "_counts", "_other")
+    __slots__ = ("text", "stripped", "data", "json_error", "_clean", "_counts", "_other", "plain_breaks")
     NOT_JSON = object()
 
     def __init__(self, text: str):
@@ -229,6 +242,10 @@ class Sample:
             # the whole sample, and a 64 MB text would take seconds per kind); JSON above was read whole
             self.text = self.text[:SIGN_CHARS].rsplit("\n", 1)[0]
             self.stripped = self.text.lstrip()
+        # lines end at "\n" alone (so the text's lines are the lines of splitlines()) and no line ends with
+        # Ray's folded count: then each clean line is its line without a prefix
+        self.plain_breaks = (self.text.isascii() and _OTHER_BREAKS.search(self.text) is None
+                             and "across cluster]" not in self.text)
 
     @property
     def is_json(self) -> bool:
@@ -238,7 +255,7 @@ class Sample:
         """How many lines of the clean text bear `sign` (up to _CAP), counted once per sample."""
         got = self._counts.get(sign)
         if got is None:
-            got = self._counts[sign] = sign.count(sign.scope(self))
+            got = self._counts[sign] = sign.lines_bearing(self)
         return got
 
     def has(self, sign: _Sign) -> bool:
@@ -246,10 +263,26 @@ class Sample:
 
     @property
     def other(self) -> str:
-        """The clean text without the lines of NCCL's own shape (what the line-anchored signs read)."""
+        """The clean text without the lines of NCCL's own shape (what the line-anchored signs read). With plain
+        line ends, the lines of that shape are told in the text as given (a launcher tag glued to the host
+        token is part of it), and only the others are cleaned."""
         if self._other is None:
-            plain = _PLAIN_LINE.match
-            self._other = "\n".join(x for x in self.clean.split("\n") if plain(x) is None)
+            if self.plain_breaks and self._clean is None:
+                from ncdoc.evidence.wrappers import strip_wrappers
+                text = self.text
+                starts = [m.end() for m in _OTHER_LINE.finditer(text)]
+                if _PLAIN_LINE.match(text) is None:
+                    starts.insert(0, 0)
+                out = []
+                for at in starts:
+                    end = text.find("\n", at)
+                    out.append(strip_wrappers(text[at:end if end >= 0 else len(text)]))
+                if out and not out[-1] and text.endswith("\n"):
+                    out.pop()                   # the line after the last newline is not a line
+                self._other = "\n".join(out)
+            else:
+                plain = _PLAIN_LINE.match
+                self._other = "\n".join(x for x in self.clean.split("\n") if plain(x) is None)
         return self._other
 
     @property
@@ -263,6 +296,8 @@ class Sample:
 
 # A line as NCCL prints it: a host token (a launcher tag without a space glued to it), the device, the level.
 _PLAIN_LINE = re.compile(r"\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) ")
+_OTHER_LINE = re.compile(r"\n(?!\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) )")   # a newline before another line
+_OTHER_BREAKS = re.compile("[\r\x0b\x0c\x1c-\x1e]")      # what splitlines() also ends a line at
 
 # Text that is meant as JSON: an object, or an array of values; "[1,0]<stdout>:" and "[rank0]:" are
 # launcher tags, not a broken array.
