@@ -144,7 +144,7 @@ def iter_line_blocks(lines: Iterable[str | bytes], block_bytes: int = BLOCK_BYTE
         yield "".join(buf).encode("utf-8", "surrogatepass")
 
 
-def lines_at(path: str | Path, numbers: Iterable[int]) -> dict[int, str]:
+def lines_at(path: str | Path, numbers: Iterable[int], block_bytes: int = BLOCK_BYTES) -> dict[int, str]:
     """The lines of a file at these 1-based numbers (as the block readers count them: one line per
     b"\\n", an over-long line as its head), read again in one pass that stops after the last one wanted."""
     want = sorted({n for n in numbers if n >= 1})
@@ -154,7 +154,7 @@ def lines_at(path: str | Path, numbers: Iterable[int]) -> dict[int, str]:
     name = str(path)
     i, line = 0, 0          # the next wanted number's index; lines before the current block
     with _open(path) as f:
-        for _, block in read_blocks(f, 0, None, BLOCK_BYTES, name):
+        for _, block in read_blocks(f, 0, None, block_bytes, name):
             count = block.count(b"\n")
             if want[i] > line + count:
                 line += count

@@ -63,8 +63,8 @@ class Source:
     def lines_at(self, numbers) -> dict[int, str]:
         """The lines at these 1-based numbers: from the held text, or read again from the streamed file."""
         if self.text is None:
-            from ncdoc.evidence.textfile import lines_at
-            return lines_at(self.path, numbers)
+            from ncdoc.evidence.textfile import BLOCK_BYTES, lines_at
+            return lines_at(self.path, numbers, getattr(self.plan, "block_bytes", 0) or BLOCK_BYTES)
         lines = self.lines
         return {n: lines[n - 1] for n in numbers if 1 <= n <= len(lines)}
 
