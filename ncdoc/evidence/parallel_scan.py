@@ -8,7 +8,7 @@ the scanner reads a block again from the file in the rare case it needs more. So
 one process reading the file gives, whatever the number of workers and the ranges.
 
 Workers are started with the platform's multiprocessing start method (fork, spawn or forkserver: the
-worker function and its arguments are plain and importable); at most two ranges per worker are in
+worker function and its arguments are plain and importable; spawn where fork would copy other threads); at most two ranges per worker are in
 flight, so memory stays bounded however large the file.
 """
 
@@ -50,6 +50,15 @@ def classify_range(path: str, start: int, end: int, block_bytes: int) -> list:
     return out
 
 
+def _start_method() -> str | None:
+    """The platform's start method, except fork in a process that runs other threads (a forked child gets
+    their locks held and no thread to free them): spawn there."""
+    import threading
+    import multiprocessing
+    method = multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]
+    return "spawn" if method == "fork" and threading.active_count() > 1 else None
+
+
 def _task(args: tuple):
     from ncdoc.errors import NcdocError
     try:
@@ -67,7 +76,7 @@ def scan_parallel(scanner, path: str, size: int, plan, block_bytes: int) -> None
     """Classify the file's ranges in `plan.jobs` worker processes; apply them to `scanner` in order."""
     import multiprocessing
     ranges = plan_ranges(path, size, plan.range_bytes, block_bytes)
-    ctx = multiprocessing.get_context(plan.start_method)
+    ctx = multiprocessing.get_context(plan.start_method or _start_method())
     jobs = max(1, min(plan.jobs, len(ranges)))
     with ctx.Pool(jobs) as pool:
         pending: deque = deque()

@@ -149,10 +149,37 @@ def test_generated_logs_read_in_ranges_give_the_serial_facts(tmp_path_factory, l
 
 # ---------------------------------------------------------------- worker processes
 
+_IN_A_FRESH_PROCESS = """
+import sys
+sys.path[:0] = sys.argv[3:]
+from test_scan_ranges import digest
+from ncdoc.evidence.run_scan import ScanPlan, scan_file
+plan = ScanPlan(jobs=2, block_bytes=65536, range_bytes=3 * 65536, parallel_from=0, start_method=sys.argv[2])
+print(digest(scan_file(sys.argv[1], plan)))
+"""
+
+
 @pytest.mark.parametrize("method", ["fork", "spawn"])
 def test_worker_processes_give_the_serial_facts(many_ranks, method):
-    plan = ScanPlan(jobs=2, block_bytes=65536, range_bytes=3 * 65536, parallel_from=0, start_method=method)
-    assert digest(scan_file(str(many_ranks), plan)) == serial(many_ranks, 65536)
+    # in a process of its own: this one may run other threads (Ray's), which a fork must not copy
+    import subprocess
+    import sys
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = subprocess.run([sys.executable, "-c", _IN_A_FRESH_PROCESS, str(many_ranks), method, here,
+                        os.path.dirname(here)], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert p.stdout.strip() == serial(many_ranks, 65536)
+
+
+def test_workers_are_not_forked_from_a_process_with_threads(monkeypatch):
+    import threading
+    from ncdoc.evidence import parallel_scan
+    monkeypatch.setattr(threading, "active_count", lambda: 3)
+    import multiprocessing
+    if (multiprocessing.get_start_method(allow_none=True) or multiprocessing.get_all_start_methods()[0]) == "fork":
+        assert parallel_scan._start_method() == "spawn"
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
+    assert parallel_scan._start_method() is None
 
 
 def test_a_small_file_is_read_here(tmp_path, monkeypatch):
