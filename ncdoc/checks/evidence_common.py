@@ -10,6 +10,7 @@ needs is declared with its rule (`needs: [log]`, `[tests]`): the engine skips it
 from __future__ import annotations
 
 import re
+
 from ncdoc.startup.record import record
 TYPE_CHECKING = False
 if TYPE_CHECKING:

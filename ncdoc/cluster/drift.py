@@ -8,11 +8,10 @@ never count as a difference.
 """
 
 from __future__ import annotations
-
 from collections import Counter
-from ncdoc.startup.record import record
 
 from ncdoc.cluster.attributes import Attr, AttributeTable, natural
+from ncdoc.startup.record import record
 
 MAJORITY, GOLDEN, NONE = "majority", "golden", "none"
 

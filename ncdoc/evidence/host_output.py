@@ -13,8 +13,8 @@ dpkg's "ii  <name>  <version>  <arch>  <description>" rows. Lines may carry laun
 """
 
 from __future__ import annotations
-
 from collections.abc import Iterable
+
 from ncdoc.startup.record import field, record
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from ncdoc.evidence.launch_env_model import LaunchEntry, LaunchEnv, PassThrough, relevant
-from ncdoc.snapshot import EnvValue
 from ncdoc.evidence.lazy_re import lazy
+from ncdoc.snapshot import EnvValue
 
 NAME = r"[A-Za-z_][A-Za-z0-9_]*"
 NAME_RE = lazy(rf"^{NAME}$")

@@ -13,15 +13,14 @@ lines into findings; [OK] lines are counted as checks that passed.
 """
 
 from __future__ import annotations
-
 from collections.abc import Iterable
-from ncdoc.startup.record import field, record
 from typing import Any
 
 from ncdoc.evidence.citation import Citation
+from ncdoc.evidence.lazy_re import lazy
 from ncdoc.evidence.report_markers import DIAG_MARKERS
 from ncdoc.evidence.wrappers import strip_wrappers
-from ncdoc.evidence.lazy_re import lazy
+from ncdoc.startup.record import field, record
 
 _BODY = lazy(r"NCCL DIAG (?:\[(OK|INFO)\] *)?(.*\S|)\s*$")
 _HOST_PID = lazy(r"([\w.\-]+):\d+")

@@ -13,7 +13,6 @@ on it) names a small function that gives the whole answer.
 from __future__ import annotations
 
 import re
-from ncdoc.startup.record import record
 from functools import lru_cache
 
 from ncdoc.evidence.error_codes import (
@@ -21,6 +20,7 @@ from ncdoc.evidence.error_codes import (
     ibv_wc_status,
 )
 from ncdoc.evidence.lazy_re import lazy
+from ncdoc.startup.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -15,7 +15,6 @@ bounded tallies in the ScanState; nccl_log_merge freezes them into FrameworkFact
 
 from __future__ import annotations
 
-
 from ncdoc.evidence.citation import Citation
 from ncdoc.evidence.lazy_re import lazy
 

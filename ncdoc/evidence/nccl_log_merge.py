@@ -12,6 +12,7 @@ import re
 from collections import Counter
 
 from ncdoc.evidence import nccl_log_patterns as P
+from ncdoc.evidence.lazy_re import lazy
 from ncdoc.evidence.nccl_log_model import (
     ChannelFacts, CommFacts, FrameworkFacts, GdrFacts, LogFacts, NetDevice, PluginFacts, Problem, RankFacts,
     SocketIface, WatchdogProgress, WatchdogTimeout,
@@ -19,7 +20,6 @@ from ncdoc.evidence.nccl_log_model import (
 from ncdoc.evidence.nccl_log_state import RankTally, ScanState
 from ncdoc.nccl.parse import version_tuple
 from ncdoc.topology import natural_key
-from ncdoc.evidence.lazy_re import lazy
 
 _AWS_HOST = lazy(r"^ip-\d{1,3}-\d{1,3}-\d{1,3}-\d{1,3}(?:\.|$)")
 _MAX_RANKS_OUT = 4096

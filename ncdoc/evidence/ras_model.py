@@ -11,11 +11,10 @@ no_comm_data, missing_processes, dead_processes, comm_issues, timeouts, events, 
 """
 
 from __future__ import annotations
-
-from ncdoc.startup.record import field, record
 from typing import Any
 
 from ncdoc.evidence.citation import Citation
+from ncdoc.startup.record import field, record
 
 # The states a communicator's ranks report (Status column; NOCOMM was UNKNOWN before 2.26)
 TRANSITIONAL = frozenset({"INIT", "RUNNING", "FINALIZE", "NOCOMM", "UNKNOWN"})

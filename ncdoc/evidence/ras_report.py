@@ -19,10 +19,10 @@ from collections.abc import Iterable
 from typing import Any
 
 from ncdoc.evidence.citation import CitationBook
-from ncdoc.evidence.report_markers import RAS_MARKERS, RAS_REPORT_MARKERS
-from ncdoc.evidence.ras_model import RasCommIssue, RasCommRow, RasEvent, RasGroup, RasProcess, RasRank, RasReport
-from ncdoc.evidence.wrappers import strip_wrappers
 from ncdoc.evidence.lazy_re import lazy
+from ncdoc.evidence.ras_model import RasCommIssue, RasCommRow, RasEvent, RasGroup, RasProcess, RasRank, RasReport
+from ncdoc.evidence.report_markers import RAS_MARKERS, RAS_REPORT_MARKERS
+from ncdoc.evidence.wrappers import strip_wrappers
 
 _VERSION = lazy(r"^NCCL version (\d+\.\d+\.\d+)\S* compiled with CUDA (\d+\.\d+)")
 _RUNTIME = lazy(r"^CUDA runtime version (\d{1,20}(?!\d)), driver version (\d{1,20}(?!\d))")

@@ -14,6 +14,7 @@ same order, read by the same code, so the facts are the ones one process reading
 from __future__ import annotations
 
 import os
+
 from ncdoc.startup.record import field, record
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -11,13 +11,13 @@ import re
 from dataclasses import dataclass
 
 from ncdoc.errors import InputError
+from ncdoc.evidence.lazy_re import lazy
 from ncdoc.importers.detect import ibv_tools_present
 from ncdoc.importers.ibstat import read_ibstat, read_ibstatus, read_show_gids
 from ncdoc.importers.rdma_fields import (LANE_SPEED, SPEED_CODE, HcaBuild, ends_record, gid_text, gid_type,
                                          int_value, link_layer, phys_state, port_state)
 from ncdoc.snapshot import Gid, HcaSection, Status
 from ncdoc.topology import natural_key
-from ncdoc.evidence.lazy_re import lazy
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,10 @@ few lines a report quotes read again by their number.
 from __future__ import annotations
 
 import os
-from ncdoc.startup.record import record
 
 from ncdoc.errors import InputError
 from ncdoc.snapshot import Snapshot
+from ncdoc.startup.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

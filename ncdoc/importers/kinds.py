@@ -12,11 +12,10 @@ so the most specific signs come first; JSON is only ever read as a kind that say
 
 from __future__ import annotations
 
-from ncdoc.startup.record import record
-
 from ncdoc.errors import InputError
 from ncdoc.importers import detect, nodes, run_files
 from ncdoc.importers.inputs import Reading, Source, named, open_source
+from ncdoc.startup.record import record
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:

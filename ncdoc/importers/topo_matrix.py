@@ -11,8 +11,8 @@ from __future__ import annotations
 import re
 
 from ncdoc.errors import InputError
-from ncdoc.snapshot import PathMatrix, Status
 from ncdoc.evidence.lazy_re import lazy
+from ncdoc.snapshot import PathMatrix, Status
 
 _ESCAPE = lazy(r"\x1b\[[0-9;]*[A-Za-z]")
 _PATH = lazy(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|C2C|NVB|P2C|PXN")

@@ -8,6 +8,7 @@ rates are Gb/s (1e9 bits/s), so a port's bytes per second is simply rate / 8.
 from __future__ import annotations
 
 import re
+
 from ncdoc.startup.record import field, record
 TYPE_CHECKING = False
 if TYPE_CHECKING:

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 
+from ncdoc.evidence.lazy_re import lazy
 from ncdoc.evidence.wrappers import strip_wrappers
 from ncdoc.findings import Evidence, Report
 from ncdoc.readers.numbers import is_digits
 from ncdoc.startup.record import replace
-from ncdoc.evidence.lazy_re import lazy
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
