@@ -52,7 +52,10 @@ _RUN_EVIDENCE = {"log": ("nccl_log", "NCCL log"), "tests": ("nccl_tests", "nccl-
 
 # The layout of rules/compiled.json (Rule as JSON, without its docs) and compiled_docs.json (each rule's
 # summary, why, references and example): written by ncdoc.engine.packs, read by ncdoc.engine.ruleset.
-COMPILED_SCHEMA = 2
+COMPILED_SCHEMA = 3
+# What each rule's row in rules/compiled.json holds, in order (every Rule field but DOC_FIELDS and example)
+COMPILED_FIELDS = ("code", "name", "severity", "stage", "fix", "checks", "when", "message", "needs", "only_if_set",
+                   "per_check", "fallback", "aliases", "pack", "env_patch", "env_gate", "scope")
 DOC_FIELDS = ("summary", "why", "references", "example")
 
 
@@ -125,17 +128,6 @@ class _Doc:
 for _name in DOC_FIELDS:
     setattr(Rule, _name, _Doc(_name))
 del _name
-
-
-def lean_rule(values: dict, docs: Callable[[str], dict]) -> Rule:
-    """A Rule of `values` (every field but DOC_FIELDS) whose docs `docs(code)` gives when first read."""
-    rule = object.__new__(Rule)
-    rule.__dict__.update(Rule.__record_defaults__)
-    rule.__dict__.update(values)
-    for name in DOC_FIELDS:
-        rule.__dict__.pop(name, None)
-    rule.__dict__["_docs"] = docs
-    return rule
 
 
 def reads_node(rule: Rule) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ncdoc.engine.rules import CHECKS, COMPILED_SCHEMA, Rule, lean_rule, runnable_checks
+from ncdoc.engine.rules import CHECKS, COMPILED_FIELDS, COMPILED_SCHEMA, DOC_FIELDS, Rule, runnable_checks
 from ncdoc.errors import InputError, UsageError
 from ncdoc.startup.json_load import load_file
 from ncdoc.readers.numbers import is_digits
@@ -43,15 +43,33 @@ def _rules_dir_fast() -> str:
     return str(rules_dir())          # raises the install error
 
 
-def _rule_from_json(d: dict[str, Any], docs) -> Rule:
-    # no Rule(**fields) with its generic __init__: this runs for every rule of every check
-    return lean_rule({"code": d["code"], "name": d["name"], "severity": d["severity"], "fix": d["fix"],
-                      "stage": d["stage"], "checks": tuple(d["checks"]), "when": d["when"], "message": d["message"],
-                      "needs": tuple(d["needs"]), "only_if_set": tuple(d["only_if_set"]),
-                      "per_check": {c: {k: tuple(v) for k, v in g.items()} for c, g in d["per_check"].items()}
-                      if d["per_check"] else {},
-                      "fallback": d["fallback"], "aliases": tuple(d["aliases"]), "pack": d["pack"],
-                      "env_patch": d["env_patch"], "env_gate": tuple(d["env_gate"]), "scope": d["scope"]}, docs)
+_TUPLE_FIELDS = ("checks", "needs", "only_if_set", "aliases", "env_gate")   # lists in JSON, tuples in a Rule
+
+
+def _rules_from_rows(fields: list, rows: list, docs) -> list[Rule]:
+    """The Rules of compiled.json's rows (values in the order of `fields`), each filled in place: this runs
+    for every rule on every check, so no Rule(**fields) with its generic __init__."""
+    if tuple(fields) != COMPILED_FIELDS:
+        raise ValueError("its rules are not rows of the fields this ncdoc reads")
+    n = len(fields)
+    base = {k: v for k, v in Rule.__record_defaults__.items() if k not in DOC_FIELDS}
+    base["_docs"] = docs
+    new = object.__new__
+    out = []
+    for row in rows:
+        if type(row) is not list or len(row) != n:
+            raise ValueError(f"a rule is not a row of {n} values")
+        rule = new(Rule)
+        d = rule.__dict__
+        d.update(base)
+        d.update(zip(fields, row))
+        for name in _TUPLE_FIELDS:
+            d[name] = tuple(d[name])
+        pc = d["per_check"]
+        if pc:
+            d["per_check"] = {c: {k: tuple(v) for k, v in g.items()} for c, g in pc.items()}
+        out.append(rule)
+    return out
 
 
 class _CompiledDocs:
@@ -174,7 +192,12 @@ def _load(directory: str | None, from_sources: bool) -> RuleSet:
             raise InputError("compiled rules have an unknown schema_version: run python -m ncdoc.engine.ruleset "
                              "--compile", path=compiled)
         docs = _CompiledDocs(os.path.join(os.path.dirname(compiled), "compiled_docs.json"))
-        return RuleSet([_rule_from_json(r, docs) for r in data["rules"]], data.get("checks"))
+        try:
+            rules = _rules_from_rows(data["fields"], data["rules"], docs)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise InputError(f"compiled rules are malformed ({exc}): run python -m ncdoc.engine.ruleset --compile",
+                             path=compiled) from None
+        return RuleSet(rules, data.get("checks"))
     from ncdoc.engine.packs import load_sources
     return RuleSet(load_sources(directory))
 

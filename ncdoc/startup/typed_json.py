@@ -47,6 +47,8 @@ def _parse_type(text: str, namespace):
 
 
 def _split_top(text: str, sep: str) -> list[str]:
+    if "[" not in text:            # most annotations: no nesting to keep whole
+        return [p.strip() for p in text.split(sep)]
     out, depth, cur = [], 0, ""
     for ch in text:
         if ch == "[":

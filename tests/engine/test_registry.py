@@ -64,6 +64,31 @@ def test_the_check_path_leaves_the_rules_docs_unread(tmp_path):
     assert "_docs" not in rule.__dict__
 
 
+@pytest.mark.parametrize("damage", ["short row", "fields reordered", "not a row"])
+def test_a_damaged_compiled_json_is_one_line_error(tmp_path, damage):
+    # compiled.json holds each rule as a row of COMPILED_FIELDS' values; a file edited by hand or written by
+    # another ncdoc is refused with the command that rewrites it, never read into rules with shifted fields
+    import json
+    import shutil
+    folder = Path(ruleset.compiled_path()).parent
+    shutil.copy(folder / "compiled_docs.json", tmp_path / "compiled_docs.json")
+    data = json.loads((folder / "compiled.json").read_text(encoding="utf-8"))
+    if damage == "short row":
+        data["rules"][3] = data["rules"][3][:-1]
+    elif damage == "fields reordered":
+        data["fields"] = data["fields"][1:] + data["fields"][:1]
+    else:
+        data["rules"][0] = {"code": "NC1001"}
+    (tmp_path / "compiled.json").write_text(json.dumps(data), encoding="utf-8")
+    ruleset._LOADED.clear()
+    try:
+        with pytest.raises(InputError, match="--compile") as got:
+            ruleset.load(str(tmp_path))
+    finally:
+        ruleset._LOADED.clear()
+    assert "\n" not in str(got.value)
+
+
 def test_docs_are_up_to_date(rules):
     pages = ruledocs.render_all(rules)
     docs = ROOT / "docs" / "rules"
