@@ -19,6 +19,12 @@ NAME_RE = lazy(rf"^{NAME}$")
 ASSIGN = lazy(rf"^({NAME})=(.*)$", re.S)
 
 
+# Relevant assignments read from one file. A launch script sets a few dozen; past this many the file is no
+# script a person wrote (a log of a loop, a file doubled a million times), and reading on would cost seconds
+# for nothing: the readers stop, and the result says at which line (LaunchEnv.cut_at_line).
+MAX_ENTRIES = 10_000
+
+
 class Collector:
     """Entries in order; knows the values assigned so far (for `-x NAME` pass-throughs)."""
 
@@ -28,10 +34,16 @@ class Collector:
         self.unset: list[tuple[str, int]] = []
         self.inherited: list[PassThrough] = []
         self.known: dict[str, str] = {}
+        self.full = False                   # MAX_ENTRIES read: the readers stop
+        self.cut_at_line: int | None = None
 
     def add(self, name: str, value: str, line: int, how: str) -> None:
         if not NAME_RE.match(name) or not relevant(name):
             self.known[name] = value
+            return
+        if len(self.entries) >= MAX_ENTRIES:
+            if not self.full:
+                self.full, self.cut_at_line = True, line
             return
         self.known[name] = value
         self.entries.append(LaunchEntry(EnvValue(name, value, self.source, line), how))
@@ -62,4 +74,4 @@ class Collector:
                 shadowed.append(last[ev.name])
             last[ev.name] = ev
         return LaunchEnv(self.source, tuple(self.entries), tuple(last.values()), tuple(shadowed),
-                         tuple(self.inherited))
+                         tuple(self.inherited), self.cut_at_line)

@@ -42,6 +42,7 @@ class LaunchEnv:
     values: tuple[EnvValue, ...] = ()       # effective: the last assignment of each name
     shadowed: tuple[EnvValue, ...] = ()     # assignments a later one overrides (or an unset removes)
     inherited: tuple[PassThrough, ...] = ()
+    cut_at_line: int | None = None          # reading stopped here: the file made MAX_ENTRIES assignments before
 
     def get(self, name: str) -> str | None:
         return next((v.value for v in self.values if v.name == name), None)
@@ -62,4 +63,5 @@ class LaunchEnv:
             "env_shadowed": [{"name": v.name, "value": v.value, "line": v.line, "how": how.get((v.name, v.line))}
                              for v in self.shadowed],
             "env_inherited": [{"name": p.name, "line": p.line, "how": p.how} for p in self.inherited],
+            **({"env_cut_at_line": self.cut_at_line} if self.cut_at_line is not None else {}),
         }

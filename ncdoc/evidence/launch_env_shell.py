@@ -46,7 +46,8 @@ class ShellReader:
         lines = text.splitlines()
         k8s_name: tuple[str, int] | None = None
         i = 0
-        while i < len(lines):
+        out = self.out
+        while i < len(lines) and not out.full:
             first = i + first_line
             parts = [lines[i]]
             while parts[-1].endswith("\\") and i + 1 < len(lines):     # continuation lines

@@ -221,3 +221,18 @@ def test_former_hangs_finish(worker, tmp_path, reader, name, text, index):
     path = _file(tmp_path, name, text)
     status, detail, _, _ = worker.run(reader, path, str(tmp_path), index, 120.0)
     assert status == "ok", f"{reader}: {status}: {detail}"
+
+
+def test_a_launch_file_of_a_million_assignments_is_read_up_to_the_bound():
+    # the campaign's launch file: one export line repeated 292 K times (13 MB) took 11 s of CPU, a record pair
+    # a line; no script a person writes sets NCCL variables ten thousand times, so reading stops there and
+    # the result says at which line
+    from ncdoc.evidence.launch_env import parse_launch_env
+    from ncdoc.evidence.launch_env_collector import MAX_ENTRIES
+    text = "export NCCL_IB_HCA=mlx5\n" + "export NCCL_DEBUG_SUBSYS=ALL\n" * (MAX_ENTRIES + 5000) + "torchrun train.py\n"
+    env = parse_launch_env(text, "launch.sh")
+    assert len(env.entries) == MAX_ENTRIES and env.cut_at_line == MAX_ENTRIES + 1
+    assert env.get("NCCL_IB_HCA") == "mlx5" and env.to_facts()["env_cut_at_line"] == MAX_ENTRIES + 1
+    whole = parse_launch_env("export NCCL_IB_HCA=mlx5\nexport NCCL_IB_HCA=mlx5_1\n", "launch.sh")
+    assert whole.cut_at_line is None and "env_cut_at_line" not in whole.to_facts()
+    assert whole.get("NCCL_IB_HCA") == "mlx5_1" and len(whole.shadowed) == 1
