@@ -1,7 +1,8 @@
 """Parse a plain command line of one command without argparse.
 
 `ncdoc check` runs in every job script; argparse (with the `re`, `gettext` and `locale`
-imports it brings) costs a fifth of its start-up budget. The options are not declared twice:
+imports it brings) costs a fifth of its start-up budget, and building the parser and importing
+argparse was a sixth of a short `ncdoc triage`. The options are not declared twice:
 the command's own add_arguments() runs against a recorder that keeps each add_argument()
 call as data, and the parse below follows argparse's rules for the kinds of options it
 understands. Anything else (an option it does not know, an abbreviation, -h, a value that
@@ -15,8 +16,10 @@ from __future__ import annotations
 import sys
 
 # The add_argument() keywords this parser understands; any other makes it give up on the command.
-_KNOWN_KEYWORDS = frozenset(("action", "default", "choices", "metavar", "help", "dest"))
+_KNOWN_KEYWORDS = frozenset(("action", "default", "choices", "metavar", "help", "dest", "type", "nargs"))
 _ACTIONS = (None, "store", "append", "store_true", "store_false")
+_TYPES = (None, int, float)          # type= conversions made here (argparse words the error when one fails)
+_POSITIONAL_NARGS = ("*", "+")       # one positional list per command (triage's evidence files)
 
 
 class Namespace:
@@ -43,11 +46,12 @@ class _Unsupported(Exception):
 
 
 class _Option:
-    __slots__ = ("flags", "dest", "action", "default", "choices", "group")
+    """An option (flags, dest, action ...), or the positional list (flags None, action its nargs)."""
+    __slots__ = ("flags", "dest", "action", "default", "choices", "group", "type")
 
-    def __init__(self, flags, dest, action, default, choices, group):
+    def __init__(self, flags, dest, action, default, choices, group, type_=None):
         self.flags, self.dest, self.action = flags, dest, action
-        self.default, self.choices, self.group = default, choices, group
+        self.default, self.choices, self.group, self.type = default, choices, group, type_
 
 
 class _Recorder:
@@ -57,8 +61,18 @@ class _Recorder:
         self._options, self._defaults, self._group = options, defaults, group
 
     def add_argument(self, *flags: str, **kw) -> None:
-        if not flags or not all(f.startswith("-") and f != "-" for f in flags) or set(kw) - _KNOWN_KEYWORDS:
-            raise _Unsupported(flags)        # positionals, type=, nargs=, required=, ...
+        if not flags or set(kw) - _KNOWN_KEYWORDS or kw.get("type") not in _TYPES:
+            raise _Unsupported(flags)        # required=, const=, type=str.upper, ...
+        if len(flags) == 1 and not flags[0].startswith("-"):
+            if kw.get("nargs") not in _POSITIONAL_NARGS or set(kw) - {"nargs", "metavar", "help"} \
+                    or any(o.flags is None for o in self._options):
+                raise _Unsupported(flags)    # one positional list, nothing else about it
+            self._options.append(_Option(None, flags[0], kw["nargs"], [], None, None, None))
+            return
+        if not all(f.startswith("-") and f != "-" for f in flags) or "nargs" in kw:
+            raise _Unsupported(flags)
+        if kw.get("type") is not None and (isinstance(kw.get("default"), str) or "choices" in kw):
+            raise _Unsupported(flags)        # argparse converts a str default, and converts before choices
         action = kw.get("action")
         if action not in _ACTIONS:
             raise _Unsupported(action)
@@ -72,7 +86,8 @@ class _Recorder:
             default = kw.get("default", True)
         else:
             default = kw.get("default")
-        self._options.append(_Option(flags, dest, action or "store", default, kw.get("choices"), self._group))
+        self._options.append(_Option(flags, dest, action or "store", default, kw.get("choices"), self._group,
+                                     kw.get("type")))
 
     def add_mutually_exclusive_group(self, *, required: bool = False) -> "_Recorder":
         if required:
@@ -103,7 +118,7 @@ def _spec(command: str):
         except (_Unsupported, AttributeError, TypeError):
             _SPECS[command] = None
         else:
-            by_flag = {f: o for o in options for f in o.flags}
+            by_flag = {f: o for o in options if o.flags for f in o.flags}
             _SPECS[command] = (mod, by_flag, options, defaults)
     return _SPECS[command]
 
@@ -116,11 +131,24 @@ def parse(command: str, argv: list[str]) -> Namespace | None:
     mod, by_flag, options, defaults = spec
     # argparse: parser defaults (set_defaults) win over the options' own
     values = {o.dest: defaults.get(o.dest, o.default) for o in options}
+    listed = next((o for o in options if o.flags is None), None)      # the positional list, if any
+    if listed is not None:
+        values[listed.dest] = []
+    run = 0          # positionals: 0 none yet, 1 in their run, 2 after it (argparse takes one run of them)
     groups: dict = {}
     i = 0
     while i < len(argv):
         arg = argv[i]
         i += 1
+        if listed is not None and arg[:1] != "-" and arg:
+            if run == 2:
+                return None                  # a second run of positionals: "unrecognized arguments"
+            if run == 0:
+                run, values[listed.dest] = 1, []
+            values[listed.dest].append(arg)
+            continue
+        if run == 1:
+            run = 2
         flag, eq, explicit = arg.partition("=") if arg.startswith("--") else (arg, "", "")
         opt = by_flag.get(flag)
         if opt is None:
@@ -141,10 +169,17 @@ def parse(command: str, argv: list[str]) -> Namespace | None:
             return None                      # "expected one argument" (or a negative number: argparse decides)
         if opt.choices is not None and value not in opt.choices:
             return None                      # "invalid choice"
+        if opt.type is not None:
+            try:
+                value = opt.type(value)
+            except ValueError:
+                return None                  # "invalid int value"
         if opt.action == "append":
             values[opt.dest] = list(values[opt.dest] or ()) + [value]
         else:
             values[opt.dest] = value
+    if listed is not None and listed.action == "+" and not values[listed.dest]:
+        return None                          # "the following arguments are required"
     return Namespace(command=mod.NAME, **{**defaults, **values, "_run": mod.run})
 
 

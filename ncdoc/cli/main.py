@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import sys
 
-from ncdoc.cli.commands import COMMAND_MODULES, FAST_COMMANDS
+from ncdoc.cli.commands import COMMAND_MODULES, FAST_COMMANDS, NO_GC_COMMANDS
 from ncdoc.errors import NcdocError
 
 
@@ -89,7 +89,7 @@ def entry() -> None:
     """The `ncdoc` program (bin/ncdoc, python -m ncdoc): main(), then exit with its status.
     Short-lived commands (FAST_COMMANDS) skip the interpreter's teardown (see _exit_now)."""
     fast = sys.argv[1:2] and sys.argv[1] in FAST_COMMANDS
-    if fast:
+    if fast and sys.argv[1] in NO_GC_COMMANDS:
         import gc
         gc.disable()        # nothing to collect in a short-lived command (see check.run); it ends below
     code = main()

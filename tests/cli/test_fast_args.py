@@ -1,5 +1,5 @@
-"""ncdoc.cli.fast_args parses plain `ncdoc check` command lines exactly as argparse does,
-and hands everything else to argparse."""
+"""ncdoc.cli.fast_args parses plain `ncdoc check` and `ncdoc triage` command lines exactly as argparse
+does, and hands everything else to argparse."""
 
 import subprocess
 import sys
@@ -78,9 +78,61 @@ def test_usage_errors_keep_argparse_messages(argv, capsys):
     assert capsys.readouterr().err.startswith("ncdoc: error: ")
 
 
+# triage: its evidence files are one run of positionals, anywhere among the options; --nodes and friends
+# are numbers
+TRIAGE_SIMPLE = [
+    [],
+    ["job.log"],
+    ["job.log", "tests.txt", "launch.sh"],
+    ["--json", "job.log", "tests.txt"],
+    ["job.log", "tests.txt", "--json"],
+    ["--snapshot", "node.json", "job.log", "--format", "markdown"],
+    ["--example", "dgx-h100", "--nic-gbps", "400", "--nics", "8", "--nodes", "2", "job.log"],
+    ["--nic-gbps=400.5", "--jobs", "2", "-v", "job.log", "--show-skipped", "--fail-on", "warning"],
+    ["--env", "NCCL_IB_HCA=mlx5_0", "--env=NCCL_DEBUG=INFO", "job.log", "--color", "never"],
+    ["--nodes", " 4", "job.log"],                   # int() takes blanks around a number, as argparse's type=int
+    ["--json"],
+]
+TRIAGE_FALLBACK = [
+    ["-"],                                          # stdin: argparse's positional '-'
+    ["job.log", "--json", "tests.txt"],             # two runs of positionals
+    ["a.log", "--nodes", "2", "b.log"],
+    ["--nodes", "two", "job.log"],                  # invalid int value
+    ["--nic-gbps", "fast"],
+    ["--nodes", "-1", "job.log"],
+    ["--", "job.log"],
+    ["-h"],
+    ["--format", "yaml", "job.log"],
+]
+
+
+@pytest.mark.parametrize("argv", TRIAGE_SIMPLE, ids=lambda a: " ".join(a) or "(none)")
+def test_fast_triage_namespace_equals_argparse(argv):
+    fast = fast_args.parse("triage", argv)
+    assert fast is not None, "a plain triage command line should not need argparse"
+    assert vars(fast) == _argparse(["triage", *argv])
+    assert fast.paths is not fast_args.parse("triage", argv).paths      # a list of its own each time
+
+
+@pytest.mark.parametrize("argv", TRIAGE_FALLBACK, ids=" ".join)
+def test_other_triage_lines_go_to_argparse(argv):
+    assert fast_args.parse("triage", argv) is None
+
+
+@pytest.mark.parametrize("argv", [["job.log", "--json", "tests.txt"], ["--nodes", "two", "job.log"],
+                                  ["--format", "yaml", "job.log"]], ids=" ".join)
+def test_triage_usage_errors_keep_argparse_messages(argv, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["triage", *argv])
+    assert exc.value.code == 2
+    assert capsys.readouterr().err.startswith("ncdoc: error: ")
+
+
 def test_commands_it_cannot_express_are_left_to_argparse():
-    # topo takes positional evidence files: the recorder gives up on the whole command
-    assert fast_args.parse("topo", ["--example", "dgx-h100"]) is None
+    # `ncdoc rule CODE` takes one positional (no nargs) and `ncdoc env` has subcommands: the recorder gives
+    # up on the whole command
+    assert fast_args.parse("rule", ["NC4004"]) is None
+    assert fast_args.parse("env", ["generate", "--example", "dgx-h100"]) is None
 
 
 # What `ncdoc check` must not import: its budget is about twice an empty Python's start-up,

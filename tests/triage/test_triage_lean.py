@@ -11,7 +11,9 @@ import sys
 from paths import FIXTURES, ROOT
 
 LOG = FIXTURES / "logs" / "h200_torchrun_1rank_2_28.log"
-ABSENT = ("dataclasses", "inspect", "typing", "tabulate", "importlib.metadata", "statistics", "yaml",
+# argparse and gettext: a plain triage command line is parsed by ncdoc.cli.fast_args
+ABSENT = ("dataclasses", "inspect", "typing", "tabulate", "importlib.metadata", "statistics", "yaml", "argparse",
+          "gettext",
           "ncdoc.evidence.ras_report", "ncdoc.evidence.ras_model", "ncdoc.evidence.nccl_diag",
           "ncdoc.evidence.parallel_scan", "multiprocessing", "ncdoc.checks.node", "ncdoc.checks.topology")
 

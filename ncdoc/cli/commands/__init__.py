@@ -10,5 +10,8 @@ COMMAND_MODULES = (
     "rules", "rule", "tune", "report", "cluster", "demo",
 )
 
-# Commands whose simple command lines skip argparse (see ncdoc.cli.fast_args).
-FAST_COMMANDS = ("check",)
+# Commands whose simple command lines skip argparse (see ncdoc.cli.fast_args) and the interpreter's teardown
+# (ncdoc.cli.main._exit_now); NO_GC_COMMANDS also run without the cyclic garbage collector: short-lived, and
+# with little to collect (a triage of a big log runs long enough to need it).
+FAST_COMMANDS = ("check", "triage")
+NO_GC_COMMANDS = ("check",)

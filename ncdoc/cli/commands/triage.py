@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from ncdoc.cli import rule_options as opt
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    import argparse
 
 NAME = "triage"
 HELP = "explain a slow or failing NCCL job from its logs, nccl-tests output, topology and settings"
