@@ -23,13 +23,6 @@ LIMIT_S = 120.0
 TARGETS = fuzz_targets.targets()
 
 
-@pytest.fixture(scope="module")
-def worker():
-    w = fuzz_runner.Worker(memory_limit=3 << 30)
-    yield w
-    w.stop()
-
-
 def _report(tally) -> str:
     return "\n".join(f"#{f.index} [{f.label}, {f.size} B] {f.status}: {f.detail}" for f in tally.failures[:10])
 

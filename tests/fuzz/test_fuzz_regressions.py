@@ -13,7 +13,6 @@ import os
 
 import pytest
 
-import fuzz_runner
 from ncdoc.errors import InputError, NcdocError, UsageError
 
 BIG = "9" * 5000                           # past int()'s 4,300-digit limit
@@ -186,13 +185,6 @@ def test_a_machine_spec_never_writes_outside_its_root(tmp_path, spec, says):
 
 
 # ---------------------------------------------------------------------------------- former hangs
-
-@pytest.fixture(scope="module")
-def worker():
-    w = fuzz_runner.Worker(memory_limit=3 << 30)
-    yield w
-    w.stop()
-
 
 # (reader, file name, text, input index: 0 runs the node-evidence readers' `ncdoc topo` too); each took 5 s to
 # over 40 s of CPU before (measured against the code before the fix), well under one second after

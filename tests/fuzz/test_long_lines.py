@@ -12,7 +12,6 @@ import os
 
 import pytest
 
-import fuzz_runner
 import fuzz_targets
 
 LIMIT_S = 120.0
@@ -21,13 +20,6 @@ UNITS = {"spaces": b" ", "digits": b"9", "equals": b"=", "quotes": b'"'}
 TEXT_READERS = ("env_file", "launch_env", "rdma_listing", "topo_matrix", "nccl_log", "nccl_tests", "triage",
                 "ras_report", "nccl_diag", "framework_log", "host_output", "hostfile", "policy", "tuner_space")
 TARGETS = fuzz_targets.targets()
-
-
-@pytest.fixture(scope="module")
-def worker():
-    w = fuzz_runner.Worker(memory_limit=3 << 30)
-    yield w
-    w.stop()
 
 
 @pytest.mark.parametrize("reader", TEXT_READERS)
