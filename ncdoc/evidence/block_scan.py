@@ -23,6 +23,7 @@ import re
 from collections import Counter
 
 from ncdoc.evidence import nccl_log_patterns as P
+from ncdoc.evidence.nccl_log_native import NATIVE as _NATIVE
 
 # The shape NCCL prints its lines in: a host token (a launcher tag without a space may be glued to it), the
 # device, the level. A line of this shape is never a pasted body (bare_line leaves it), a launch setting, an
@@ -105,9 +106,7 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
     log_block = _bare_rewritten(block, other) if bare else block
     bs.block = log_block
     bs.tail, bs.short = log_block[-LOOK_BACK:], len(log_block) < LOOK_BACK
-    bs.tails = Counter(P.VIA.findall(log_block))
-    bs.agg = Counter(P.AGG.findall(log_block))
-    bs.events = scan_events(log_block)
+    bs.tails, bs.agg, bs.events = _LOG_PASSES(log_block)
     other_at = {n for n, _ in other}
     bs.cont = _continuations(block, other, other_at)
     bs.test_plain = _plain_with(block, _TEST, other_at)
@@ -131,6 +130,17 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
     if any(bits & RAS and markers.report(text) for _, text, bits in bs.marked):
         bs.ras_whole = block.split(b"\n")[:-1]
     return bs
+
+
+def log_passes(block: bytes) -> tuple[Counter, Counter, list[tuple]]:
+    """The log scanner's passes over a block: VIA's counts, AGG's counts, SCAN's events (the reference)."""
+    return Counter(P.VIA.findall(block)), Counter(P.AGG.findall(block)), scan_events(block)
+
+
+def _native_passes(block: bytes) -> tuple[Counter, Counter, list[tuple]]:
+    """log_passes by the native scanner (nccl_log_native): the same values."""
+    tails, agg, events = _NATIVE.classify_block(block, P.MAX_MESSAGE)
+    return Counter(tails), Counter(agg), events
 
 
 # ---------------------------------------------------------------- the candidate lines
@@ -448,6 +458,8 @@ def _markers() -> Markers:
     return _MARKERS
 
 
-__all__ = ["BlockScan", "classify_block", "scan_events", "info_text", "first_agg", "first_tail", "gdr_off_channels",
+_LOG_PASSES = log_passes if _NATIVE is None else _native_passes
+
+__all__ = ["BlockScan", "classify_block", "log_passes", "scan_events", "info_text", "first_agg", "first_tail", "gdr_off_channels",
            "log_bytes", "prepare_transfer", "TransferMemo", "Markers", "INFO", "WARN", "FRAMEWORK", "LAST_ERROR", "RAS", "DIAG",
            "HOST", "HEAD_LINES", "FOLLOW_LINES", "LOOK_BACK"]

@@ -22,6 +22,7 @@ from ncdoc.evidence.nccl_log_framework import framework_line
 from ncdoc.evidence.nccl_log_info import channel_tails, handle_info
 from ncdoc.evidence.nccl_log_merge import build_facts
 from ncdoc.evidence.nccl_log_model import LogFacts
+from ncdoc.evidence.nccl_log_native import NATIVE as _NATIVE
 from ncdoc.evidence.nccl_log_net import SEEN as _SEEN
 from ncdoc.evidence.nccl_log_net import apply_cached as _apply
 from ncdoc.evidence.nccl_log_state import ScanState
@@ -62,10 +63,22 @@ class LogScanner:
             channel_tails(st, bs.tails, lambda tail: self._first_tail(bs, tail), lambda: self._gdr_off(bs), base)
         if bs.agg:
             self._aggregated(bs, base)
+        if _NATIVE is not None:         # the optional native scanner (nccl_log_native): the same loop, same facts
+            matched = _NATIVE.apply_events(self, bs.events, done, base)
+        else:
+            matched = self._events(bs.events, done, base)
+        st.recognised += matched
+        st.lines = base + bs.nlines
+        self.tail = bs.tail if not bs.short else (self.tail + bs.tail)[-_LOOK_BACK:]
+
+    def _events(self, events: list, done: int, base: int) -> int:
+        """A block's SCAN events read in order (those on lines up to `done` were read by a follow-up begun in
+        the block before); how many were read. native/src/apply.rs is its twin."""
         pre_cache, msg_cache, cite_cached = self.pre_cache, self.msg_cache, self.cite_cached
+        st = self.state
         info, seen, trace = B.INFO, _SEEN, st.trace
         matched = 0
-        for ev in bs.events:
+        for ev in events:
             line = ev[1]
             if line <= done:
                 continue
@@ -102,9 +115,7 @@ class LogScanner:
                 self._last_error(ev[2].decode("utf-8", "replace").strip(), base + line + 1)
                 if self.follow:
                     done = line + self._follow_up(ev[5], base + line + 2)
-        st.recognised += matched
-        st.lines = base + bs.nlines
-        self.tail = bs.tail if not bs.short else (self.tail + bs.tail)[-_LOOK_BACK:]
+        return matched
 
     # ------------------------------------------------------------ first lines (in the BlockScan or the block)
 

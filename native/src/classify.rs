@@ -1,0 +1,222 @@
+//! The log passes of block_scan.classify_block (ncdoc/evidence/block_scan.py) in Rust: the VIA and
+//! AGG counts of a block and SCAN's events (block_scan.scan_events), in one pass over the block's
+//! 'L's. A pure function of the bytes, as its Python twin: the same counts in the same order, the
+//! same event tuples with the same lines, offsets and follow-up lines.
+
+use pyo3::ffi;
+use pyo3::prelude::*;
+use pyo3::AsPyPointer;
+
+use crate::find::{byte, newlines, rbyte, rsub, sub, FxMap};
+use crate::py::{own, tuple};
+use crate::shapes::{both, via_all};
+
+pub const INFO: i64 = 0; // block_scan.INFO, WARN, FRAMEWORK, LAST_ERROR
+pub const WARN: i64 = 1;
+pub const FRAMEWORK: i64 = 2;
+pub const LAST_ERROR: i64 = 3;
+const LOOK_BACK: usize = 2048; // block_scan.LOOK_BACK
+const FOLLOW_LINES: usize = 8; // block_scan.FOLLOW_LINES
+
+/// Counts of byte strings in the order they were first seen (what Counter(findall) holds).
+#[derive(Default)]
+pub struct Counts<'h> {
+    index: FxMap<&'h [u8], usize>,
+    pub order: Vec<(&'h [u8], i64)>,
+}
+
+impl<'h> Counts<'h> {
+    #[inline]
+    pub fn add(&mut self, k: &'h [u8]) {
+        match self.index.get(k) {
+            Some(&i) => self.order[i].1 += 1,
+            None => {
+                self.index.insert(k, self.order.len());
+                self.order.push((k, 1));
+            }
+        }
+    }
+
+    fn dict(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let d = own(py, unsafe { ffi::PyDict_New() })?;
+        for (k, n) in &self.order {
+            let k = bytes(py, k)?;
+            let n = own(py, unsafe { ffi::PyLong_FromLongLong(*n) })?;
+            crate::py::dset(py, d.as_ptr(), k.as_ptr(), n.as_ptr())?;
+        }
+        Ok(d)
+    }
+}
+
+/// A new bytes object (an owned reference: no GIL-pool growth per event).
+#[inline]
+pub fn bytes(py: Python<'_>, b: &[u8]) -> PyResult<PyObject> {
+    own(py, unsafe { ffi::PyBytes_FromStringAndSize(b.as_ptr() as *const _, b.len() as isize) })
+}
+
+#[inline]
+fn int(py: Python<'_>, v: i64) -> PyResult<PyObject> {
+    own(py, unsafe { ffi::PyLong_FromLongLong(v) })
+}
+
+/// `h[a:b]` as Python slices it (empty when a >= b).
+#[inline]
+pub fn sl(h: &[u8], a: usize, b: usize) -> &[u8] {
+    let b = b.min(h.len());
+    if a >= b {
+        &[]
+    } else {
+        &h[a..b]
+    }
+}
+
+/// block_scan._lines_from(block, start, k): up to `k` whole lines from `start`, as a tuple of bytes.
+fn lines_from(py: Python<'_>, h: &[u8], mut start: usize, k: usize) -> PyResult<PyObject> {
+    let mut out = Vec::with_capacity(k);
+    let end = h.len();
+    while out.len() < k && start < end {
+        let le = byte(h, b'\n', start, end).unwrap_or(end);
+        out.push(bytes(py, &h[start..le])?);
+        start = le + 1;
+    }
+    let ptrs: Vec<*mut ffi::PyObject> = out.iter().map(|o| o.as_ptr()).collect();
+    tuple(py, &ptrs)
+}
+
+/// One SCAN event, as offsets into the block (made into block_scan's tuple by `event_tuple`).
+pub enum Event {
+    /// (line, prefix start, "NCCL" start, message end, whole-line start if the text goes along, line end)
+    Info { line: usize, ps: usize, s: usize, mend: usize, ls: usize, le: usize, whole: bool },
+    Warn { line: usize, ps: usize, s: usize, mend: usize, ls: usize, le: usize },
+    Framework { line: usize, ls: usize, le: usize, follow: bool },
+    LastError { line: usize, ls: usize, le: usize },
+}
+
+/// block_scan.scan_events' loop over SCAN's match starts (`found`, in order): the events, as offsets.
+pub fn scan_events(h: &[u8], found: &[usize], max_message: usize) -> Vec<Event> {
+    let end = h.len();
+    let limit = max_message + 10;
+    let mut events = Vec::new();
+    let mut counted = 0usize;
+    let mut nl = 0usize;
+    let mut pos = 0usize;
+    let mut next = 0usize;
+    loop {
+        while next < found.len() && found[next] < pos {
+            next += 1;
+        }
+        let Some(&at) = found.get(next) else { break };
+        if h.get(at + 1) == Some(&b'a') {
+            // "Last error:", whoever printed it
+            let ls = rbyte(h, b'\n', 0, at).map_or(0, |i| i + 1).max(pos);
+            let le = byte(h, b'\n', at, end).unwrap_or(end);
+            nl += newlines(h, counted, ls);
+            counted = ls;
+            events.push(Event::LastError { line: nl, ls, le });
+            pos = le + 1;
+            continue;
+        }
+        if at < 3 || &h[at - 3..at] != b"NCC" {
+            pos = at + 1; // an "L INFO" that is not the end of "NCCL"
+            continue;
+        }
+        let s = at - 3;
+        let ls = rbyte(h, b'\n', 0, s).map_or(0, |i| i + 1).max(pos);
+        let le = byte(h, b'\n', s, end).unwrap_or(end);
+        let mut stop = le;
+        if let Some(nxt) = sub(h, b" NCCL ", s + 9, le) {
+            let lvl = sl(h, nxt + 6, nxt + 11);
+            if lvl == b"INFO " || lvl == b"WARN " {
+                let j = rsub(h, b" [", s, nxt);
+                let k = match j {
+                    Some(j) if j > s => rbyte(h, b' ', s, j),
+                    _ => None,
+                };
+                stop = match (k, j) {
+                    (Some(k), _) if k > s => k + 1,
+                    (_, Some(j)) if j > s => j + 1,
+                    _ => nxt + 1,
+                };
+            }
+        }
+        pos = if stop < le { stop } else { le + 1 };
+        if pos <= at {
+            pos = at + 1; // text that only looks like a merged line: always advance
+        }
+        nl += newlines(h, counted, ls);
+        counted = ls;
+        let level = h.get(s + 5).copied().unwrap_or(0);
+        let mend = if stop > s + limit { s + limit } else { stop };
+        let ps = ls.max(s.saturating_sub(256));
+        if level == b'I' {
+            let whole = ls + 256 >= s && mend == le;
+            events.push(Event::Info { line: nl, ps, s, mend, ls, le, whole });
+        } else if level == b'W' {
+            events.push(Event::Warn { line: nl, ps, s, mend, ls, le });
+        } else if sl(h, s, s + 4) == b"NCCL" {
+            let follow = sub(h, b"NCCL error", ls, le).is_some();
+            events.push(Event::Framework { line: nl, ls, le, follow });
+        }
+    }
+    events
+}
+
+/// The Python tuple block_scan.scan_events makes for an event.
+pub fn event_tuple(py: Python<'_>, h: &[u8], ev: &Event) -> PyResult<PyObject> {
+    let none = unsafe { ffi::Py_None() };
+    let t = |items: &[&PyObject]| -> PyResult<PyObject> {
+        let p: Vec<*mut ffi::PyObject> = items.iter().map(|o| o.as_ptr()).collect();
+        tuple(py, &p)
+    };
+    match *ev {
+        Event::Info { line, ps, s, mend, ls, le, whole } => {
+            let kind = int(py, INFO)?;
+            let line = int(py, line as i64)?;
+            let msg = bytes(py, sl(h, s + 10, mend))?;
+            if whole {
+                let pre = bytes(py, sl(h, ls, s))?;
+                let p = [kind.as_ptr(), line.as_ptr(), pre.as_ptr(), msg.as_ptr(), none];
+                tuple(py, &p)
+            } else {
+                t(&[&kind, &line, &bytes(py, sl(h, ps, s))?, &msg, &bytes(py, sl(h, ls, le))?])
+            }
+        }
+        Event::Warn { line, ps, s, mend, ls, le } => t(&[&int(py, WARN)?, &int(py, line as i64)?,
+                                                         &bytes(py, sl(h, ps, s))?, &bytes(py, sl(h, s + 10, mend))?,
+                                                         &bytes(py, sl(h, ls, le))?]),
+        Event::Framework { line, ls, le, follow } => {
+            let next = if follow { lines_from(py, h, le + 1, FOLLOW_LINES)? } else { py.None() };
+            t(&[&int(py, FRAMEWORK)?, &int(py, line as i64)?, &bytes(py, sl(h, ls, le))?, &next])
+        }
+        Event::LastError { line, ls, le } => {
+            let head = bytes(py, sl(h, ls.saturating_sub(LOOK_BACK), ls))?;
+            let starts: PyObject = (ls < LOOK_BACK).into_py(py);
+            t(&[&int(py, LAST_ERROR)?, &int(py, line as i64)?, &bytes(py, sl(h, ls, le))?, &head, &starts,
+                &lines_from(py, h, le + 1, FOLLOW_LINES)?])
+        }
+    }
+}
+
+/// VIA's and AGG's counts and SCAN's match starts, in one pass.
+pub fn passes(h: &[u8]) -> (Counts<'_>, Counts<'_>, Vec<usize>) {
+    let mut tails = Counts::default();
+    via_all(h, |a, b| tails.add(&h[a..b]));
+    let mut aggs = Counts::default();
+    let mut found: Vec<usize> = Vec::new();
+    both(h, |a, b| aggs.add(&h[a..b]), |p| found.push(p));
+    (tails, aggs, found)
+}
+
+/// classify(block, max_message) -> (tails, agg, events): Counter(VIA.findall(block)) and
+/// Counter(AGG.findall(block)) as dicts in first-seen order, and scan_events(block).
+pub fn classify(py: Python<'_>, h: &[u8], max_message: usize) -> PyResult<(PyObject, PyObject, PyObject)> {
+    let (tails, aggs, found) = passes(h);
+    let events = scan_events(h, &found, max_message);
+    let list = own(py, unsafe { ffi::PyList_New(events.len() as isize) })?;
+    for (i, ev) in events.iter().enumerate() {
+        let t = event_tuple(py, h, ev)?;
+        // PyList_SetItem steals the reference
+        unsafe { ffi::PyList_SetItem(list.as_ptr(), i as isize, t.into_ptr()) };
+    }
+    Ok((tails.dict(py)?, aggs.dict(py)?, list))
+}
