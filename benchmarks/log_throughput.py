@@ -19,6 +19,7 @@ seconds (user + system of the process and its workers), MB/s, the ratios to grep
 peak RSS (the whole process tree, sampled), time per 1k ranks, and each target met or not:
 
   pure Python --jobs 2 >= 0.1x grep -c on the mixed log (wall), >= 3x faster than the peer from 1 MB up;
+  the native scanner >= 0.5x grep -c on one core (--jobs 1; --parser measures the log parser alone);
   the small artifact's triage no slower than the peer's; peak RSS < 200 MB at every size; time per rank
   constant within 20 % from 1k to 64k ranks.
 
@@ -196,28 +197,39 @@ def build_log(path: Path, size_mb: int, noise: float, seed: int = 7) -> dict:
             "corpus_sequences": len(seqs)}
 
 
-def time_grep(path: Path) -> float:
-    best = float("inf")
+def _child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def time_grep(path: Path) -> tuple[float, float]:
+    """(wall, CPU) seconds of `grep -c 'NCCL WARN'`, the best of three by wall."""
+    best = (float("inf"), 0.0)
     for _ in range(3):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), _child_cpu()
         # capture the count: GNU grep stops at the first match when its output is /dev/null
         subprocess.run(["grep", "-c", "NCCL WARN", str(path)], capture_output=True, check=False)
-        best = min(best, time.perf_counter() - t)
+        best = min(best, (time.perf_counter() - t, _child_cpu() - c))
     return best
 
 
-def time_ncdoc(path: Path) -> tuple[float, int, dict]:
+def time_ncdoc(path: Path, native: bool = False) -> tuple[float, float, int, dict]:
+    """(wall, CPU) seconds of parse_nccl_log_file in a fresh process (the import not counted), its peak RSS
+    in KiB and the facts it read; `native`: with the native scanner (else NCDOC_NATIVE=0)."""
     code = ("import json, sys, time\n"
             "from ncdoc.evidence import parse_nccl_log_file\n"
-            "t = time.perf_counter(); f = parse_nccl_log_file(sys.argv[1]); e = time.perf_counter() - t\n"
-            "print(json.dumps({'seconds': e, 'lines': f.lines, 'warns': f.warn_lines, 'ranks': f.rank_count,"
-            " 'transport': f.transport, 'gdr': f.gdr.state, 'version': f.nccl_version}))\n")
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+            "from ncdoc.evidence.nccl_log_native import describe\n"
+            "t, c = time.perf_counter(), time.process_time(); f = parse_nccl_log_file(sys.argv[1])\n"
+            "e, u = time.perf_counter() - t, time.process_time() - c\n"
+            "print(json.dumps({'seconds': e, 'cpu': u, 'scanner': describe(), 'facts': f.to_facts()}, default=str))\n")
+    env = {k: v for k, v in os.environ.items() if k != "NCDOC_NATIVE"}
+    if not native:
+        env["NCDOC_NATIVE"] = "0"
     done = subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True, text=True, check=True,
-                          cwd=ROOT)
+                          cwd=ROOT, env=env)
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     result = json.loads(done.stdout)
-    return result["seconds"], max(peak_kb, before), result
+    return result["seconds"], result["cpu"], peak_kb, result
 
 
 def time_floors(path: Path) -> list[tuple[str, float]]:
@@ -261,7 +273,8 @@ def time_floors(path: Path) -> list[tuple[str, float]]:
 
 
 def parser_main(args) -> int:
-    """The log parser alone over the mixed log (parse_nccl_log_file), as this benchmark measured before triage."""
+    """The log parser alone over the mixed log (parse_nccl_log_file, one process, one core), with the Python
+    scanner and with the native one when ncdoc_fast is installed, against grep -c (wall and CPU)."""
     tmp = Path(tempfile.mkdtemp(prefix="ncdoc-bench-"))
     try:
         log = tmp / "nccl.log"
@@ -276,12 +289,22 @@ def parser_main(args) -> int:
         with log.open("rb") as fh:                     # warm the page cache for both readers
             while fh.read(16 << 20):
                 pass
-        grep_s = time_grep(log)
-        ncdoc_s, rss_kb, facts = time_ncdoc(log)
-        print(f"grep -c 'NCCL WARN': {mb / grep_s:8.0f} MB/s  ({grep_s:.2f} s)")
-        print(f"ncdoc nccl_log     : {mb / ncdoc_s:8.0f} MB/s  ({ncdoc_s:.2f} s), peak RSS {rss_kb / 1024:.0f} MB")
-        print(f"ratio ncdoc/grep   : {grep_s / ncdoc_s:8.3f}")
-        print(f"facts: {facts}")
+        grep_s, grep_cpu = time_grep(log)
+        print(f"grep -c 'NCCL WARN': {mb / grep_s:8.0f} MB/s wall ({grep_s:.3f} s), {grep_cpu:.3f} s CPU")
+        runs = {"python": [time_ncdoc(log, native=False) for _ in range(args.rounds)]}
+        if native_available():
+            runs["native"] = [time_ncdoc(log, native=True) for _ in range(args.rounds)]
+        facts = {}
+        for key, rs in runs.items():
+            wall = statistics.median(r[0] for r in rs)
+            cpu = statistics.median(r[1] for r in rs)
+            rss = max(r[2] for r in rs)
+            facts[key] = rs[0][3]["facts"]
+            print(f"ncdoc {key:13s}: {mb / wall:8.0f} MB/s wall ({wall:.3f} s), {mb / cpu:6.0f} MB/s CPU ({cpu:.3f} s);"
+                  f" vs grep -c: {grep_s / wall:.3f}x wall, {grep_cpu / cpu:.3f}x CPU; peak RSS <= {rss / 1024:.0f} MB"
+                  f"  [{rs[0][3]['scanner']}]")
+        if "native" in facts:
+            print(f"native vs python: facts {'identical' if facts['native'] == facts['python'] else 'DIFFER'}")
         if args.floors:
             passes = 0.0
             for name, sec in time_floors(log):
@@ -379,14 +402,28 @@ def native_available() -> bool:
     return importlib.util.find_spec("ncdoc_fast") is not None
 
 
-def commands(path: Path, peer: Path | None, work: Path, native: bool) -> dict[str, tuple[list[str], Path | None]]:
+def commands(path: Path, peer: Path | None, work: Path, native: bool) -> dict[str, tuple[list[str], Path | None, dict]]:
+    """Each column's command, folder and environment changes: the pure-Python columns run with NCDOC_NATIVE=0
+    (the native scanner is used by default wherever it is installed), the native one without it."""
     ncdoc = [sys.executable, "-m", "ncdoc", "triage", str(path), "--json"]
-    out = {"jobs 1": (ncdoc + ["--jobs", "1"], ROOT), "jobs 2": (ncdoc + ["--jobs", "2"], ROOT)}
+    python = {"NCDOC_NATIVE": "0"}
+    out = {"jobs 1": (ncdoc + ["--jobs", "1"], ROOT, python), "jobs 2": (ncdoc + ["--jobs", "2"], ROOT, python)}
     if native:
-        out["native"] = (ncdoc + ["--jobs", "1", "--native"], ROOT)
+        out["native"] = (ncdoc + ["--jobs", "1"], ROOT, {"NCDOC_NATIVE": None})
+        out["native j2"] = (ncdoc + ["--jobs", "2"], ROOT, {"NCDOC_NATIVE": None})
     if peer is not None:
         out["peer"] = ([sys.executable, "-m", "nccl_doctor.cli", "analyze", str(peer_job(path, work)), "--no-store",
-                        "--json"], peer)
+                        "--json"], peer, {})
+    return out
+
+
+def _env(env: dict, changes: dict) -> dict:
+    out = dict(env)
+    for k, v in changes.items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = v
     return out
 
 
@@ -399,13 +436,13 @@ def run_input(name: str, path: Path, ranks: int | None, rounds: int, peer: Path 
             pass
     cmds = commands(path, peer, work, native)
     if mb < 64:                                      # a first run writes the bytecode caches
-        for cmd, cwd in cmds.values():
-            measure(cmd, env, cwd)
+        for cmd, cwd, changes in cmds.values():
+            measure(cmd, _env(env, changes), cwd)
     runs: dict[str, list[Run]] = {k: [] for k in ["grep", *cmds]}
     for _ in range(rounds):
         runs["grep"].append(grep_run(path, env))
-        for key, (cmd, cwd) in cmds.items():
-            runs[key].append(measure(cmd, env, cwd))
+        for key, (cmd, cwd, changes) in cmds.items():
+            runs[key].append(measure(cmd, _env(env, changes), cwd))
     med = {k: (statistics.median(r.wall for r in v), statistics.median(r.cpu for r in v), max(r.rss_mb for r in v),
                max(r.rc for r in v)) for k, v in runs.items()}
     ratios = {}
@@ -434,6 +471,10 @@ def verdicts(results: list[dict], small: dict | None) -> list[tuple[str, bool | 
     if mixed:
         v = mixed["ratios"].get("jobs 2/grep wall")
         out.append(("pure Python --jobs 2 >= 0.1x grep -c on the mixed log (wall)", v >= 0.1, f"{v:.3f}x"))
+        v = mixed["ratios"].get("native/grep wall")
+        if v is not None:
+            out.append(("native scanner --jobs 1 >= 0.5x grep -c on the mixed log (wall, triage end to end)", v >= 0.5,
+                        f"{v:.3f}x"))
     for r in results:
         if r["mb"] >= 1 and "jobs 1 vs peer cpu" in r["ratios"]:
             for key in ("jobs 1", "jobs 2"):
@@ -528,7 +569,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="chance of an application line after each NCCL line of the mixed log (default 0)")
     ap.add_argument("--ranks", default="64,1024,4096,16384,65536", help="ranks logs to build (comma-separated)")
     ap.add_argument("--mixed-mb", type=int, default=512, help="the mixed log's size in MB (0: none; default 512)")
-    ap.add_argument("--rounds", type=int, default=3, help="interleaved rounds per input (a third above 256 MB)")
+    ap.add_argument("--rounds", type=int, default=3,
+                    help="interleaved rounds per input (a third above 256 MB); --parser: runs of each scanner")
     ap.add_argument("--small-rounds", type=int, default=15, help="rounds for the small artifact")
     ap.add_argument("--no-small", action="store_true", help="leave the small artifact out")
     ap.add_argument("--peer", default=os.environ.get("NCDOC_PEER"),

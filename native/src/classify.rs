@@ -220,3 +220,104 @@ pub fn classify(py: Python<'_>, h: &[u8], max_message: usize) -> PyResult<(PyObj
     }
     Ok((tails.dict(py)?, aggs.dict(py)?, list))
 }
+
+// ---------------------------------------------------------------- the candidate lines (block_scan.line_passes)
+
+/// `\s` of a bytes pattern: space, \t, \n, \r, \f, \v.
+#[inline]
+fn space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\n' | b'\r' | 0x0b | 0x0c)
+}
+
+/// block_scan._PLAIN.match(h, ls): `\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) ` at `ls`. The run of
+/// non-spaces can only end at the first space (what follows it must be " ["), so it is found once.
+#[inline]
+fn plain_at(h: &[u8], ls: usize) -> bool {
+    let end = h.len().min(ls + 201);
+    let mut w = ls;
+    while w < end && !space(h[w]) {
+        w += 1;
+    }
+    if w == ls || w - ls > 200 || !crate::find::starts(h, w, b" [") {
+        return false;
+    }
+    let d = crate::find::run(h, w + 2, crate::find::is_digit);
+    if d == w + 2 || !crate::find::starts(h, d, b"] NCCL ") {
+        return false;
+    }
+    let l = d + 7;
+    crate::find::starts(h, l, b"INFO ") || crate::find::starts(h, l, b"WARN ") || crate::find::starts(h, l, b"TRACE ")
+}
+
+/// `block.find(b"\n", at)` sliced as Python slices with its -1.
+#[inline]
+fn line_end_py(h: &[u8], at: usize) -> usize {
+    match byte(h, b'\n', at, h.len()) {
+        Some(i) => i,
+        None => h.len().saturating_sub(1),
+    }
+}
+
+/// (line, text) of the lines holding `needle` that are not other lines (block_scan._plain_with).
+fn plain_with(py: Python<'_>, h: &[u8], needle: &[u8], is_other: &[bool]) -> PyResult<Vec<PyObject>> {
+    let mut out = Vec::new();
+    let mut at = sub(h, needle, 0, h.len());
+    let (mut counted, mut line) = (0usize, 0usize);
+    let mut last: Option<usize> = None;
+    while let Some(a) = at {
+        let ls = rbyte(h, b'\n', 0, a).map_or(0, |i| i + 1);
+        let le_raw = byte(h, b'\n', a, h.len());
+        let le = le_raw.unwrap_or(h.len().saturating_sub(1));
+        line += newlines(h, counted, ls);
+        counted = ls;
+        if last != Some(line) && !is_other.get(line).copied().unwrap_or(false) {
+            let t = [int(py, line as i64)?, bytes(py, sl(h, ls, le))?];
+            out.push(tuple(py, &[t[0].as_ptr(), t[1].as_ptr()])?);
+        }
+        last = Some(line);
+        // block.find(needle, le), with Python's -1 for a last line without a newline
+        at = sub(h, needle, if le_raw.is_some() { le } else { h.len().saturating_sub(1) }, h.len());
+    }
+    Ok(out)
+}
+
+fn list(py: Python<'_>, items: Vec<PyObject>) -> PyResult<PyObject> {
+    let l = own(py, unsafe { ffi::PyList_New(items.len() as isize) })?;
+    for (i, o) in items.into_iter().enumerate() {
+        unsafe { ffi::PyList_SetItem(l.as_ptr(), i as isize, o.into_ptr()) }; // steals the reference
+    }
+    Ok(l)
+}
+
+/// line_passes(block, test, ras) -> (newlines, other, test_plain, ras_plain): block_scan.line_passes.
+pub fn line_passes(py: Python<'_>, h: &[u8], test: &[u8], ras: &[u8]) -> PyResult<(usize, PyObject, PyObject, PyObject)> {
+    let end = h.len().saturating_sub(1); // the block's last newline
+    let mut other = Vec::new();
+    let mut is_other = Vec::new();
+    let mut line = 0usize;
+    if !plain_at(h, 0) {
+        let le = line_end_py(h, 0);
+        other.push(tuple(py, &[int(py, 0)?.as_ptr(), bytes(py, sl(h, 0, le))?.as_ptr()])?);
+        is_other.push(true);
+    } else {
+        is_other.push(false);
+    }
+    let mut p = 0usize;
+    while let Some(nl) = byte(h, b'\n', p, h.len()) {
+        line += 1;
+        p = nl + 1;
+        if nl >= end {
+            break;
+        }
+        let o = !plain_at(h, p);
+        is_other.push(o);
+        if o {
+            let le = line_end_py(h, p);
+            other.push(tuple(py, &[int(py, line as i64)?.as_ptr(), bytes(py, sl(h, p, le))?.as_ptr()])?);
+        }
+    }
+    let nlines = line; // every newline of the block was passed
+    let test_plain = plain_with(py, h, test, &is_other)?;
+    let ras_plain = plain_with(py, h, ras, &is_other)?;
+    Ok((nlines, list(py, other)?, list(py, test_plain)?, list(py, ras_plain)?))
+}

@@ -49,6 +49,13 @@ fn classify_block(py: Python<'_>, block: &PyBytes, max_message: usize) -> PyResu
     classify::classify(py, block.as_bytes(), max_message)
 }
 
+/// line_passes(block, test, ras) -> (newlines, other, test_plain, ras_plain): block_scan.line_passes.
+#[pyfunction]
+fn line_passes(py: Python<'_>, block: &PyBytes, test: &PyBytes, ras: &PyBytes)
+    -> PyResult<(usize, PyObject, PyObject, PyObject)> {
+    classify::line_passes(py, block.as_bytes(), test.as_bytes(), ras.as_bytes())
+}
+
 /// via_findall(block): P.VIA.findall(block) (for the tests).
 #[pyfunction]
 fn via_findall<'py>(py: Python<'py>, block: &PyBytes) -> &'py PyList {
@@ -113,6 +120,7 @@ fn ncdoc_fast(_py: Python<'_>, m: &PyModule) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(configure, m)?)?;
     m.add_function(wrap_pyfunction!(apply_events, m)?)?;
     m.add_function(wrap_pyfunction!(classify_block, m)?)?;
+    m.add_function(wrap_pyfunction!(line_passes, m)?)?;
     m.add_function(wrap_pyfunction!(via_findall, m)?)?;
     m.add_function(wrap_pyfunction!(agg_findall, m)?)?;
     m.add_function(wrap_pyfunction!(scan_search, m)?)?;

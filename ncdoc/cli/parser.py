@@ -31,6 +31,18 @@ class _Formatter(argparse.RawDescriptionHelpFormatter):
         super().__init__(prog, indent_increment, max_help_position, width or _width())
 
 
+class _Version(argparse.Action):
+    """--version: ncdoc's version and which NCCL log scanner runs (the native one when ncdoc_fast is installed)."""
+
+    def __init__(self, option_strings, dest=argparse.SUPPRESS, default=argparse.SUPPRESS, help=None):
+        super().__init__(option_strings, dest=dest, default=default, nargs=0, help=help)
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ncdoc.evidence.nccl_log_native import describe
+        sys.stdout.write(f"ncdoc {__version__}\nlog scanner: {describe()}\n")
+        parser.exit()
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports usage errors as one line and exit code 2 (its own default is 2 too)."""
 
@@ -51,7 +63,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         description="NCCL environment doctor and auto-tuner: find why collectives are slow, "
                     "gate job launches, generate and tune NCCL env files.",
     )
-    parser.add_argument("--version", action="version", version=f"ncdoc {__version__}")
+    parser.add_argument("--version", action=_Version, help="show ncdoc's version and which log scanner runs, and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name in COMMAND_MODULES:
         if only is not None and name != only:

@@ -98,9 +98,8 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
     without NCCL's prefix as NCCL prints them (nccl_log_patterns.bare_line), as triage reads a run file."""
     bs = BlockScan()
     bs.size = len(block)
-    bs.nlines = block.count(b"\n")
+    bs.nlines, other, test_plain, ras_plain = _LINE_PASSES(block)
     bs.head = _lines_from(block, 0, HEAD_LINES)
-    other = _other_lines(block)
     bs.other = other
     bs.bare = bare
     log_block = _bare_rewritten(block, other) if bare else block
@@ -109,7 +108,7 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
     bs.tails, bs.agg, bs.events = _LOG_PASSES(log_block)
     other_at = {n for n, _ in other}
     bs.cont = _continuations(block, other, other_at)
-    bs.test_plain = _plain_with(block, _TEST, other_at)
+    bs.test_plain = test_plain
     markers = markers or _markers()
     marked: dict[int, tuple] = {}
     for n, text in other:
@@ -122,7 +121,7 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
             bits = markers.kinds(text)
             if bits:
                 marked[ev[1]] = (ev[1], text, bits)
-    for n, text in _plain_with(block, _RAS_INFO, other_at):
+    for n, text in ras_plain:
         if n not in marked and any(w in text for w in _RAS_EVENTS):
             marked[n] = (n, text, markers.kinds(text) | RAS)
     bs.marked = [marked[n] for n in sorted(marked)]
@@ -144,6 +143,19 @@ def _native_passes(block: bytes) -> tuple[Counter, Counter, list[tuple]]:
 
 
 # ---------------------------------------------------------------- the candidate lines
+
+def line_passes(block: bytes) -> tuple[int, list, list, list]:
+    """The block's newlines, its other lines, and the plain lines holding "Test " and NCCL's RAS lines
+    (the reference; each a list of (line, text))."""
+    other = _other_lines(block)
+    other_at = {n for n, _ in other}
+    return block.count(b"\n"), other, _plain_with(block, _TEST, other_at), _plain_with(block, _RAS_INFO, other_at)
+
+
+def _native_lines(block: bytes) -> tuple[int, list, list, list]:
+    """line_passes by the native scanner: the same values."""
+    return _NATIVE.line_passes(block, _TEST, _RAS_INFO)
+
 
 def _other_lines(block: bytes) -> list[tuple[int, bytes]]:
     """(line, text) of every line that is not a plain NCCL line."""
@@ -459,7 +471,8 @@ def _markers() -> Markers:
 
 
 _LOG_PASSES = log_passes if _NATIVE is None else _native_passes
+_LINE_PASSES = line_passes if _NATIVE is None else _native_lines
 
-__all__ = ["BlockScan", "classify_block", "log_passes", "scan_events", "info_text", "first_agg", "first_tail", "gdr_off_channels",
+__all__ = ["BlockScan", "classify_block", "log_passes", "line_passes", "scan_events", "info_text", "first_agg", "first_tail", "gdr_off_channels",
            "log_bytes", "prepare_transfer", "TransferMemo", "Markers", "INFO", "WARN", "FRAMEWORK", "LAST_ERROR", "RAS", "DIAG",
            "HOST", "HEAD_LINES", "FOLLOW_LINES", "LOOK_BACK"]

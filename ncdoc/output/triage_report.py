@@ -132,11 +132,16 @@ def verdict_items(result) -> list[str]:
 
 def input_lines(result, verbose: bool = False) -> list[str]:
     """Each input as read: its kind, the parsers that found something in it, notes; with `verbose` why it was
-    taken for that kind."""
+    taken for that kind, and which scanner read an NCCL log (the native one when ncdoc_fast is installed)."""
+    scanner = ""
+    if verbose and any(i.kind == "nccl_log" or "nccl_log" in (i.read_as or ()) for i in result.inputs):
+        from ncdoc.evidence.nccl_log_native import describe
+        scanner = f"; log scanner: {describe()}"
     return [f"{i.path}: {i.kind.replace('_', ' ')}" + (f" (read as {', '.join(i.read_as)})"
                                                        if i.read_as and i.read_as != (i.kind,) else "")
             + "".join(f"; {n}" for n in i.notes)
             + (f"; detected: {getattr(i, 'detected', '')}" if verbose and getattr(i, "detected", "") else "")
+            + (scanner if i.kind == "nccl_log" or "nccl_log" in (i.read_as or ()) else "")
             for i in result.inputs]
 
 

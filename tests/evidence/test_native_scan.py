@@ -67,16 +67,16 @@ class scanners:
         self.classify, self.apply = classify, classify if apply is None else apply
 
     def __enter__(self):
-        self.saved = block_scan._LOG_PASSES, nccl_log_scan._NATIVE
+        self.saved = block_scan._LOG_PASSES, block_scan._LINE_PASSES, nccl_log_scan._NATIVE
         if self.classify or self.apply:
-            native = _native()
-            block_scan._NATIVE = native
+            block_scan._NATIVE = _native()
         block_scan._LOG_PASSES = block_scan._native_passes if self.classify else block_scan.log_passes
+        block_scan._LINE_PASSES = block_scan._native_lines if self.classify else block_scan.line_passes
         nccl_log_scan._NATIVE = _native() if self.apply else None
         return self
 
     def __exit__(self, *exc):
-        block_scan._LOG_PASSES, nccl_log_scan._NATIVE = self.saved
+        block_scan._LOG_PASSES, block_scan._LINE_PASSES, nccl_log_scan._NATIVE = self.saved
         block_scan._NATIVE = nccl_log_native.NATIVE
 
 
@@ -95,6 +95,7 @@ def assert_same(blocks: list[bytes], source: str = "x") -> None:
         got = _native().classify_block(block, P.MAX_MESSAGE)
         assert list(got[0].items()) == list(want[0].items()) and list(got[1].items()) == list(want[1].items())
         assert got[2] == want[2]
+        assert block_scan._native_lines(block) == block_scan.line_passes(block)
     py, nat = _read(blocks, False), _read(blocks, True)
     a, b = py.result(source), nat.result(source)
     assert json.dumps(b.to_facts(), sort_keys=True) == json.dumps(a.to_facts(), sort_keys=True)
@@ -129,6 +130,7 @@ def test_native_scanner_runs_when_required():
     if REQUIRED:                        # CI's venv with ncdoc_fast: the scanner really in use, at both seams
         assert nccl_log_scan._NATIVE is not None, nccl_log_native.describe()
         assert block_scan._LOG_PASSES is block_scan._native_passes
+        assert block_scan._LINE_PASSES is block_scan._native_lines
         assert nccl_log_native.describe().startswith("native (ncdoc_fast ")
 
 
@@ -391,3 +393,44 @@ def test_mutated_logs_give_the_same_facts(path):
 def test_a_mutated_big_log_gives_the_same_facts():
     rnd = random.Random(5)
     assert_same_at_sizes(_mutate(big_log(300, seed=3), rnd), sizes=(BLOCK_BYTES, 8191))
+
+
+# ---------------------------------------------------------------- whole run files (triage's reading)
+
+def _run_digest(path, block_bytes: int, native: bool, range_bytes: int | None = None, apply: bool | None = None) -> str:
+    """RunFacts of one file read serially (range_bytes None) or in byte ranges classified apart, with the native
+    or the Python scanner (`apply`: the apply's seam alone switched, the classification being the other one's)."""
+    from test_scan_ranges import digest, ranges_apart
+
+    from ncdoc.evidence.run_scan import ScanPlan, scan_file
+    with scanners(native, apply):
+        if range_bytes is None:
+            return digest(scan_file(str(path), ScanPlan(jobs=1, block_bytes=block_bytes)))
+        return ranges_apart(path, block_bytes, range_bytes)
+
+
+RUN_FILES = LOGS[::2] + sorted(CORPUS.glob("*/artifact.txt"))[::3] if CORPUS.is_dir() else LOGS[::2]
+
+
+@pytest.mark.parametrize("path", RUN_FILES, ids=lambda p: p.parent.name + "/" + p.name)
+def test_run_files_give_the_python_run_facts_serially_and_in_ranges(path):
+    want = _run_digest(path, 4096, native=False)
+    assert _run_digest(path, 4096, native=True) == want
+    assert _run_digest(path, 512, native=True, range_bytes=2048) == _run_digest(path, 512, native=False)
+    # events classified by one scanner and applied by the other (workers may run without ncdoc_fast)
+    assert _run_digest(path, 4096, native=False, apply=True, range_bytes=8192) == want
+    assert _run_digest(path, 4096, native=True, apply=False, range_bytes=8192) == want
+
+
+def test_thousands_of_ranks_give_the_python_run_facts(tmp_path):
+    from scaled_logs import write_ranks_log
+    path = tmp_path / "ranks.log"
+    write_ranks_log(path, 4500, keep=0.1)
+    with path.open("a") as fh:
+        fh.write("[rank3]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled "
+                 "system error, NCCL version 2.28.9\nncclSystemError: System call failed.\nLast error:\n"
+                 "socketStartConnect: Connect to 10.0.0.9<4> failed\nINFO NET/IB : No device found.\n")
+    for block_bytes in (65536, 1 << 20):
+        want = _run_digest(path, block_bytes, native=False)
+        assert _run_digest(path, block_bytes, native=True) == want
+        assert _run_digest(path, block_bytes, native=True, range_bytes=3 * block_bytes) == want
