@@ -20,7 +20,7 @@ use crate::cache::{decode_message, rank_ref, read_prefix, BytesCache, Dec, MsgEn
 use crate::config::{self, Config};
 use crate::find::{is_digit, starts, sub};
 use crate::netlines::{ib_devs, ifaces, long_prefix, strip, PrefixFields};
-use crate::classify::{FRAMEWORK, INFO, WARN};
+use crate::classify::{event_tuple, sl, Event, Events, FRAMEWORK, INFO, LAST_ERROR, WARN};
 use crate::py::*;
 
 const SMALL: isize = 64; // nccl_log_net._SMALL
@@ -697,9 +697,26 @@ fn info_text(ev: *mut ffi::PyObject, py: Python<'_>) -> PyResult<Vec<u8>> {
     Ok([view(py, item(ev, 2))?, b"NCCL INFO ", view(py, item(ev, 3))?].concat())
 }
 
+/// A block's events as apply_events gets them: block_scan's tuples (classified by Python, or in another
+/// process), or ncdoc_fast.Events (classified here: offsets into the block, no tuples made).
+enum Evs<'a> {
+    Tuples(&'a PyList),
+    Native(&'a [Event], &'a [u8]),
+}
+
 /// LogScanner._events(events, done, base): the events of one block applied in order (those on lines up
 /// to `done` were read by a follow-up begun in the block before); how many were read.
-pub fn apply_events(py: Python<'_>, scanner: &PyAny, events: &PyList, mut done: i64, base: i64) -> PyResult<i64> {
+pub fn apply_events(py: Python<'_>, scanner: &PyAny, events: &PyAny, done: i64, base: i64) -> PyResult<i64> {
+    if let Ok(native) = events.downcast::<PyCell<Events>>() {
+        let e = native.borrow();
+        let h = e.block.as_ref(py).as_bytes();
+        return run_events(py, scanner, Evs::Native(&e.evs, h), done, base);
+    }
+    let list: &PyList = events.downcast()?;
+    run_events(py, scanner, Evs::Tuples(list), done, base)
+}
+
+fn run_events(py: Python<'_>, scanner: &PyAny, evs: Evs<'_>, mut done: i64, base: i64) -> PyResult<i64> {
     let cfg = config::get(py)?;
     let cfg = &*cfg;
     let state = scanner.getattr(intern!(py, "state"))?;
@@ -710,91 +727,139 @@ pub fn apply_events(py: Python<'_>, scanner: &PyAny, events: &PyList, mut done: 
     let mut matched: i64 = 0;
     let follow = |scanner: &PyAny| -> PyResult<bool> { scanner.getattr(intern!(py, "follow"))?.is_true() };
     // got = pre_cache.get(raw) or self._prefix(raw)
-    let prefix = |s: &St<'_>, raw_obj: *mut ffi::PyObject, raw: &[u8]| -> PyResult<Arc<PreEntry>> {
+    let prefix = |s: &St<'_>, raw: &[u8], raw_obj: &dyn Fn() -> PyResult<PyObject>| -> PyResult<Arc<PreEntry>> {
         if let Some(p) = pre_cache.borrow().prefix(raw) {
             return Ok(p);
         }
         if let Some(p) = native_prefix(py, cfg, s, pre_cache, raw)? {
             return Ok(p);
         }
-        let raw_obj: &PyAny = unsafe { py.from_borrowed_ptr(raw_obj) };
-        let got = scanner.call_method1(intern!(py, "_prefix"), (raw_obj,))?;
+        let got = scanner.call_method1(intern!(py, "_prefix"), (raw_obj()?,))?;
         read_prefix(py, got)
     };
-    let n = events.len();
+    let n = match &evs {
+        Evs::Tuples(l) => l.len(),
+        Evs::Native(e, _) => e.len(),
+    };
     for i in 0..n {
-        let ev = unsafe { ffi::PyList_GetItem(events.as_ptr(), i as isize) }; // borrowed
-        if ev.is_null() || unsafe { ffi::PyTuple_Check(ev) } == 0 {
-            return Err(pyo3::exceptions::PyTypeError::new_err("a block event is a tuple (block_scan.scan_events)"));
-        }
-        let line = int_of(py, item(ev, 1))?;
+        // the event's kind and line, and for an INFO event its prefix, message and whole line
+        let (kind, line, ev) = match &evs {
+            Evs::Tuples(l) => {
+                let ev = unsafe { ffi::PyList_GetItem(l.as_ptr(), i as isize) }; // borrowed
+                if ev.is_null() || unsafe { ffi::PyTuple_Check(ev) } == 0 || unsafe { ffi::PyTuple_Size(ev) } < 4 {
+                    return Err(pyo3::exceptions::PyTypeError::new_err("a block event is a tuple (block_scan.scan_events)"));
+                }
+                (int_of(py, item(ev, 0))?, int_of(py, item(ev, 1))?, Some(ev))
+            }
+            Evs::Native(e, _) => {
+                let (k, l) = match e[i] {
+                    Event::Info { line, .. } => (INFO, line),
+                    Event::Warn { line, .. } => (WARN, line),
+                    Event::Framework { line, .. } => (FRAMEWORK, line),
+                    Event::LastError { line, .. } => (LAST_ERROR, line),
+                };
+                (k, l as i64, None)
+            }
+        };
         if line <= done {
             continue;
         }
         matched += 1;
-        let kind = int_of(py, item(ev, 0))?;
         let lineno = base + line + 1;
+        if kind == INFO {
+            let (pre, msg, whole): (&[u8], &[u8], &[u8]) = match (&evs, ev) {
+                (Evs::Tuples(_), Some(ev)) => (view(py, item(ev, 2))?, view(py, item(ev, 3))?, &[][..]),
+                (Evs::Native(e, h), _) => match e[i] {
+                    Event::Info { ps, s: at, mend, ls, le, whole, .. } => {
+                        (sl(h, if whole { ls } else { ps }, at), sl(h, at + 10, mend), sl(h, ls, le))
+                    }
+                    _ => unreachable!(),
+                },
+                _ => unreachable!(),
+            };
+            let text_bytes = || -> PyResult<Vec<u8>> {
+                match ev {
+                    Some(ev) => info_text(ev, py),
+                    None => Ok(whole.to_vec()),
+                }
+            };
+            let pre_obj = || -> PyResult<PyObject> {
+                Ok(match ev {
+                    Some(ev) => unsafe { PyObject::from_borrowed_ptr(py, item(ev, 2)) },
+                    None => PyBytes::new(py, pre).into_py(py),
+                })
+            };
+            let got = prefix(&s, pre, &pre_obj)?;
+            let cached = msg_cache.borrow().message(msg);
+            if let Some(c) = cached {
+                // read before: skip parsing it again
+                match &c.dec {
+                    Dec::Seen => {}
+                    Dec::Trace { path, code, code_i, boot, .. } => {
+                        trace(py, cfg, &s, &got, path, code, *code_i, *boot)?;
+                    }
+                    Dec::Other => {
+                        let first = c.obj.as_ref(py).get_item(0)?;
+                        if first.eq("trace")? {
+                            let t = c.obj.as_ref(py).get_item(1)?;
+                            s.st.call_method1(intern!(py, "trace"), (got.pre(py)?.as_ref(py), t))?;
+                            continue;
+                        }
+                        apply(py, cfg, &s, got.rank.as_ref(), &c)?;
+                        cite_again(py, &mut s, cite_cached, first, &text_bytes, lineno)?;
+                    }
+                    _ => {
+                        apply(py, cfg, &s, got.rank.as_ref(), &c)?;
+                        if let Some(kind) = c.kind.as_ref().map(|k| k.as_ref(py)) {
+                            cite_again(py, &mut s, cite_cached, kind, &text_bytes, lineno)?;
+                        }
+                    }
+                }
+                continue;
+            }
+            let mut m = msg;
+            while let [rest @ .., b'\r'] = m {
+                m = rest; // msg_raw.decode(...).rstrip("\r")
+            }
+            let text = || -> PyResult<PyObject> {
+                decode(py, &text_bytes()?)?.call_method1(py, intern!(py, "rstrip"), ("\r",))
+            };
+            if let Some(read) = info_line(py, cfg, &mut s, &got, m, lineno, &text)? {
+                if let Some(value) = read {
+                    // LogScanner._info: cached under the raw message, when short enough
+                    let entry = decode_message(py, value.as_ref(py))?;
+                    apply(py, cfg, &s, got.rank.as_ref(), &entry)?;
+                    if msg.len() <= CACHEABLE {
+                        let mut c = msg_cache.borrow_mut();
+                        c.bound(MSG_CACHE);
+                        c.put_message(msg, entry);
+                    }
+                }
+                continue;
+            }
+            let whole = PyBytes::new(py, &text_bytes()?);
+            let msg_obj: PyObject = match ev {
+                Some(ev) => unsafe { PyObject::from_borrowed_ptr(py, item(ev, 3)) },
+                None => PyBytes::new(py, msg).into_py(py),
+            };
+            scanner.call_method1(intern!(py, "_info"), (got.got(py)?.as_ref(py), msg_obj, whole, lineno))?;
+            continue;
+        }
+        // the rarer events: read from block_scan's tuple (made now for an Events)
+        let made;
+        let ev = match (&evs, ev) {
+            (_, Some(ev)) => ev,
+            (Evs::Native(e, h), None) => {
+                made = event_tuple(py, h, &e[i])?;
+                made.as_ptr()
+            }
+            _ => unreachable!(),
+        };
         let ev_any: &PyAny = unsafe { py.from_borrowed_ptr(ev) };
         match kind {
-            INFO => {
-                let raw_obj = item(ev, 2);
-                let got = prefix(&s, raw_obj, view(py, raw_obj)?)?;
-                let msg_obj = item(ev, 3);
-                let msg = view(py, msg_obj)?;
-                let cached = msg_cache.borrow().message(msg);
-                if let Some(c) = cached {
-                    // read before: skip parsing it again
-                    match &c.dec {
-                        Dec::Seen => {}
-                        Dec::Trace { path, code, code_i, boot, .. } => {
-                            trace(py, cfg, &s, &got, path, code, *code_i, *boot)?;
-                        }
-                        Dec::Other => {
-                            let first = c.obj.as_ref(py).get_item(0)?;
-                            if first.eq("trace")? {
-                                let t = c.obj.as_ref(py).get_item(1)?;
-                                s.st.call_method1(intern!(py, "trace"), (got.pre(py)?.as_ref(py), t))?;
-                                continue;
-                            }
-                            apply(py, cfg, &s, got.rank.as_ref(), &c)?;
-                            cite_again(py, &mut s, cite_cached, first, ev, lineno)?;
-                        }
-                        _ => {
-                            apply(py, cfg, &s, got.rank.as_ref(), &c)?;
-                            if let Some(kind) = c.kind.as_ref().map(|k| k.as_ref(py)) {
-                                cite_again(py, &mut s, cite_cached, kind, ev, lineno)?;
-                            }
-                        }
-                    }
-                    continue;
-                }
-                let mut m = msg;
-                while let [rest @ .., b'\r'] = m {
-                    m = rest; // msg_raw.decode(...).rstrip("\r")
-                }
-                let text = || -> PyResult<PyObject> {
-                    decode(py, &info_text(ev, py)?)?.call_method1(py, intern!(py, "rstrip"), ("\r",))
-                };
-                if let Some(read) = info_line(py, cfg, &mut s, &got, m, lineno, &text)? {
-                    if let Some(value) = read {
-                        // LogScanner._info: cached under the raw message, when short enough
-                        let entry = decode_message(py, value.as_ref(py))?;
-                        apply(py, cfg, &s, got.rank.as_ref(), &entry)?;
-                        if msg.len() <= CACHEABLE {
-                            let mut c = msg_cache.borrow_mut();
-                            c.bound(MSG_CACHE);
-                            c.put_message(msg, entry);
-                        }
-                    }
-                    continue;
-                }
-                let whole = PyBytes::new(py, &info_text(ev, py)?);
-                let msg_any: &PyAny = unsafe { py.from_borrowed_ptr(msg_obj) };
-                scanner.call_method1(intern!(py, "_info"), (got.got(py)?.as_ref(py), msg_any, whole, lineno))?;
-            }
             WARN => {
                 let raw_obj = item(ev, 2);
-                let got = prefix(&s, raw_obj, view(py, raw_obj)?)?;
+                let got = prefix(&s, view(py, raw_obj)?, &|| Ok(unsafe { PyObject::from_borrowed_ptr(py, raw_obj) }))?;
                 let msg_any: &PyAny = unsafe { py.from_borrowed_ptr(item(ev, 3)) };
                 let text_any: &PyAny = unsafe { py.from_borrowed_ptr(item(ev, 4)) };
                 scanner.call_method1(intern!(py, "_warn"), (got.got(py)?.as_ref(py), msg_any, text_any, lineno))?;
@@ -830,14 +895,14 @@ pub fn apply_events(py: Python<'_>, scanner: &PyAny, events: &PyList, mut done: 
 }
 
 /// `cite = self.cite_cached.get(cached[0])`: quote a few more ranks' lines.
-fn cite_again(py: Python<'_>, s: &mut St<'_>, cite_cached: &PyAny, kind: &PyAny, ev: *mut ffi::PyObject, lineno: i64)
-    -> PyResult<()> {
+fn cite_again(py: Python<'_>, s: &mut St<'_>, cite_cached: &PyAny, kind: &PyAny,
+              text: &dyn Fn() -> PyResult<Vec<u8>>, lineno: i64) -> PyResult<()> {
     let cite = dget(cite_cached.as_ptr(), kind.as_ptr());
     if cite.is_null() {
         return Ok(());
     }
     let cite = unsafe { PyObject::from_borrowed_ptr(py, cite) };
-    let text = decode(py, &info_text(ev, py)?)?;
+    let text = decode(py, &text()?)?;
     s.book.call_method1(intern!(py, "add"), (cite.as_ref(py), lineno, text))?;
     if !s.book.call_method1(intern!(py, "wants"), (cite.as_ref(py),))?.is_true()? {
         ok(py, unsafe { ffi::PyObject_DelItem(cite_cached.as_ptr(), kind.as_ptr()) })?;

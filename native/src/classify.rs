@@ -5,6 +5,7 @@
 
 use pyo3::ffi;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
 use pyo3::AsPyPointer;
 
 use crate::find::{byte, newlines, rbyte, rsub, sub, FxMap};
@@ -84,6 +85,7 @@ fn lines_from(py: Python<'_>, h: &[u8], mut start: usize, k: usize) -> PyResult<
 }
 
 /// One SCAN event, as offsets into the block (made into block_scan's tuple by `event_tuple`).
+#[derive(Clone, Copy)]
 pub enum Event {
     /// (line, prefix start, "NCCL" start, message end, whole-line start if the text goes along, line end)
     Info { line: usize, ps: usize, s: usize, mend: usize, ls: usize, le: usize, whole: bool },
@@ -207,18 +209,73 @@ pub fn passes(h: &[u8]) -> (Counts<'_>, Counts<'_>, Vec<usize>) {
     (tails, aggs, found)
 }
 
-/// classify(block, max_message) -> (tails, agg, events): Counter(VIA.findall(block)) and
-/// Counter(AGG.findall(block)) as dicts in first-seen order, and scan_events(block).
-pub fn classify(py: Python<'_>, h: &[u8], max_message: usize) -> PyResult<(PyObject, PyObject, PyObject)> {
-    let (tails, aggs, found) = passes(h);
-    let events = scan_events(h, &found, max_message);
-    let list = own(py, unsafe { ffi::PyList_New(events.len() as isize) })?;
-    for (i, ev) in events.iter().enumerate() {
-        let t = event_tuple(py, h, ev)?;
-        // PyList_SetItem steals the reference
-        unsafe { ffi::PyList_SetItem(list.as_ptr(), i as isize, t.into_ptr()) };
+/// A block's SCAN events kept as offsets into the block, for the apply in this process
+/// (apply.rs reads them without making the tuples). Seen from Python it is the list of
+/// block_scan.scan_events' tuples: len, iteration, ==, and pickled as that list (a BlockScan sent
+/// to another process carries plain tuples).
+#[pyclass(module = "ncdoc_fast")]
+pub struct Events {
+    pub block: Py<PyBytes>,
+    pub evs: Vec<Event>,
+}
+
+impl Events {
+    pub fn tuple_list(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let h = self.block.as_ref(py).as_bytes();
+        let mut items = Vec::with_capacity(self.evs.len());
+        for ev in &self.evs {
+            items.push(event_tuple(py, h, ev)?);
+        }
+        list(py, items)
     }
-    Ok((tails.dict(py)?, aggs.dict(py)?, list))
+}
+
+#[pymethods]
+impl Events {
+    /// The events as block_scan.scan_events gives them (a list of tuples).
+    fn tuples(&self, py: Python<'_>) -> PyResult<PyObject> {
+        self.tuple_list(py)
+    }
+
+    fn __len__(&self) -> usize {
+        self.evs.len()
+    }
+
+    fn __iter__(&self, py: Python<'_>) -> PyResult<PyObject> {
+        let l = self.tuple_list(py)?;
+        own(py, unsafe { ffi::PyObject_GetIter(l.as_ptr()) })
+    }
+
+    fn __richcmp__(&self, py: Python<'_>, other: &PyAny, op: pyo3::basic::CompareOp) -> PyResult<PyObject> {
+        let mine = self.tuple_list(py)?;
+        let other: PyObject = match other.downcast::<PyCell<Events>>() {
+            Ok(e) => e.borrow().tuple_list(py)?,
+            Err(_) => other.into_py(py),
+        };
+        Ok(mine.as_ref(py).rich_compare(other, op)?.into_py(py))
+    }
+
+    fn __reduce__(&self, py: Python<'_>) -> PyResult<(PyObject, (PyObject,))> {
+        let list_type: PyObject = py.get_type::<pyo3::types::PyList>().into_py(py);
+        Ok((list_type, (self.tuple_list(py)?,)))
+    }
+}
+
+/// classify(block, max_message) -> (tails, agg, events, warns): Counter(VIA.findall(block)) and
+/// Counter(AGG.findall(block)) as dicts in first-seen order, scan_events(block) (as an Events), and
+/// the (line, text) of its WARN events.
+pub fn classify(py: Python<'_>, block: &PyBytes, max_message: usize) -> PyResult<(PyObject, PyObject, PyObject, PyObject)> {
+    let h = block.as_bytes();
+    let (tails, aggs, found) = passes(h);
+    let evs = scan_events(h, &found, max_message);
+    let mut warns = Vec::new();
+    for ev in &evs {
+        if let Event::Warn { line, ls, le, .. } = *ev {
+            warns.push(tuple(py, &[int(py, line as i64)?.as_ptr(), bytes(py, sl(h, ls, le))?.as_ptr()])?);
+        }
+    }
+    let events = Py::new(py, Events { block: block.into_py(py), evs })?;
+    Ok((tails.dict(py)?, aggs.dict(py)?, events.into_py(py), list(py, warns)?))
 }
 
 // ---------------------------------------------------------------- the candidate lines (block_scan.line_passes)
@@ -281,7 +338,7 @@ fn plain_with(py: Python<'_>, h: &[u8], needle: &[u8], is_other: &[bool]) -> PyR
     Ok(out)
 }
 
-fn list(py: Python<'_>, items: Vec<PyObject>) -> PyResult<PyObject> {
+pub fn list(py: Python<'_>, items: Vec<PyObject>) -> PyResult<PyObject> {
     let l = own(py, unsafe { ffi::PyList_New(items.len() as isize) })?;
     for (i, o) in items.into_iter().enumerate() {
         unsafe { ffi::PyList_SetItem(l.as_ptr(), i as isize, o.into_ptr()) }; // steals the reference

@@ -6,6 +6,7 @@ use std::os::raw::{c_int, c_void};
 extern "C" {
     fn memchr(s: *const c_void, c: c_int, n: usize) -> *mut c_void;
     fn memrchr(s: *const c_void, c: c_int, n: usize) -> *mut c_void;
+    fn memmem(h: *const c_void, hn: usize, n: *const c_void, nn: usize) -> *mut c_void;
 }
 
 /// First `b` in `h[from..to]`.
@@ -109,20 +110,7 @@ impl std::hash::Hasher for Fx {
 
 pub type FxMap<K, V> = std::collections::HashMap<K, V, FxBuild>;
 
-/// How common a byte is in log text (lower: rarer); `sub` searches for the needle's rarest byte.
-#[inline(always)]
-fn commonness(b: u8) -> u8 {
-    match b {
-        b' ' => 9,
-        b'e' | b't' | b'a' | b'o' | b'i' | b'n' | b's' | b'r' => 8,
-        b'0'..=b'9' | b'l' | b'c' | b'd' | b'h' | b'u' | b'm' | b'p' => 7,
-        b'a'..=b'z' | b':' | b'/' | b'.' => 6,
-        b'A'..=b'Z' => 4,
-        _ => 3,
-    }
-}
-
-/// `h.find(needle, from, to)`: the first start of `needle` lying wholly in `h[from..to]`.
+/// `h.find(needle, from, to)`: the first start of `needle` lying wholly in `h[from..to]` (glibc's memmem).
 pub fn sub(h: &[u8], needle: &[u8], from: usize, to: usize) -> Option<usize> {
     let to = to.min(h.len());
     let n = needle.len();
@@ -132,23 +120,15 @@ pub fn sub(h: &[u8], needle: &[u8], from: usize, to: usize) -> Option<usize> {
     if from >= to || to - from < n {
         return None;
     }
-    // memchr for the needle's rarest byte, then compare the whole needle around it
-    let mut k = 0;
-    for (i, &b) in needle.iter().enumerate() {
-        if commonness(b) < commonness(needle[k]) {
-            k = i;
-        }
+    // SAFETY: both ranges lie inside their slices; memmem reads only those bytes.
+    let p = unsafe {
+        memmem(h.as_ptr().add(from) as *const c_void, to - from, needle.as_ptr() as *const c_void, n)
+    };
+    if p.is_null() {
+        None
+    } else {
+        Some(p as usize - h.as_ptr() as usize)
     }
-    let last = to - n; // the last possible start
-    let mut i = from;
-    while i <= last {
-        let at = byte(h, needle[k], i + k, last + k + 1)? - k;
-        if starts(h, at, needle) {
-            return Some(at);
-        }
-        i = at + 1;
-    }
-    None
 }
 
 /// `h.rfind(needle, from, to)`.

@@ -38,15 +38,17 @@ fn configure(py: Python<'_>, seen: PyObject, apply_cached: PyObject, comm_tally:
 /// apply_events(scanner, events, done, base) -> matched: LogScanner._events(events, done, base), the
 /// event loop of LogScanner.apply.
 #[pyfunction]
-fn apply_events(py: Python<'_>, scanner: &PyAny, events: &PyList, done: i64, base: i64) -> PyResult<i64> {
+fn apply_events(py: Python<'_>, scanner: &PyAny, events: &PyAny, done: i64, base: i64) -> PyResult<i64> {
     apply::apply_events(py, scanner, events, done, base)
 }
 
-/// classify(block, max_message) -> (tails, agg, events): the log passes of block_scan.classify_block
-/// (Counter(VIA.findall(block)), Counter(AGG.findall(block)) as dicts, scan_events(block)).
+/// classify_block(block, max_message) -> (tails, agg, events, warns): block_scan.log_passes(block)
+/// (Counter(VIA.findall(block)), Counter(AGG.findall(block)) as dicts, scan_events(block) as an
+/// Events, the (line, text) of its WARN events).
 #[pyfunction]
-fn classify_block(py: Python<'_>, block: &PyBytes, max_message: usize) -> PyResult<(PyObject, PyObject, PyObject)> {
-    classify::classify(py, block.as_bytes(), max_message)
+fn classify_block(py: Python<'_>, block: &PyBytes, max_message: usize)
+    -> PyResult<(PyObject, PyObject, PyObject, PyObject)> {
+    classify::classify(py, block, max_message)
 }
 
 /// line_passes(block, test, ras) -> (newlines, other, test_plain, ras_plain): block_scan.line_passes.
@@ -117,6 +119,7 @@ fn ncdoc_fast(_py: Python<'_>, m: &PyModule) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add("API", API)?;
     m.add_class::<cache::BytesCache>()?;
+    m.add_class::<classify::Events>()?;
     m.add_function(wrap_pyfunction!(configure, m)?)?;
     m.add_function(wrap_pyfunction!(apply_events, m)?)?;
     m.add_function(wrap_pyfunction!(classify_block, m)?)?;

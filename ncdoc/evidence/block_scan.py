@@ -105,7 +105,7 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
     log_block = _bare_rewritten(block, other) if bare else block
     bs.block = log_block
     bs.tail, bs.short = log_block[-LOOK_BACK:], len(log_block) < LOOK_BACK
-    bs.tails, bs.agg, bs.events = _LOG_PASSES(log_block)
+    bs.tails, bs.agg, bs.events, warns = _LOG_PASSES(log_block)
     other_at = {n for n, _ in other}
     bs.cont = _continuations(block, other, other_at)
     bs.test_plain = test_plain
@@ -115,12 +115,11 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
         bits = markers.kinds(text)
         if bits:
             marked[n] = (n, text, bits)
-    for ev in bs.events:
-        if ev[0] == WARN and ev[1] not in marked and ev[1] not in other_at:
-            text = ev[4]
+    for n, text in warns:
+        if n not in marked and n not in other_at:
             bits = markers.kinds(text)
             if bits:
-                marked[ev[1]] = (ev[1], text, bits)
+                marked[n] = (n, text, bits)
     for n, text in ras_plain:
         if n not in marked and any(w in text for w in _RAS_EVENTS):
             marked[n] = (n, text, markers.kinds(text) | RAS)
@@ -131,15 +130,19 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
     return bs
 
 
-def log_passes(block: bytes) -> tuple[Counter, Counter, list[tuple]]:
-    """The log scanner's passes over a block: VIA's counts, AGG's counts, SCAN's events (the reference)."""
-    return Counter(P.VIA.findall(block)), Counter(P.AGG.findall(block)), scan_events(block)
+def log_passes(block: bytes) -> tuple[Counter, Counter, list[tuple], list[tuple[int, bytes]]]:
+    """The log scanner's passes over a block: VIA's counts, AGG's counts, SCAN's events, and the (line, text)
+    of the WARN events (the reference)."""
+    events = scan_events(block)
+    return (Counter(P.VIA.findall(block)), Counter(P.AGG.findall(block)), events,
+            [(ev[1], ev[4]) for ev in events if ev[0] == WARN])
 
 
-def _native_passes(block: bytes) -> tuple[Counter, Counter, list[tuple]]:
-    """log_passes by the native scanner (nccl_log_native): the same values."""
-    tails, agg, events = _NATIVE.classify_block(block, P.MAX_MESSAGE)
-    return Counter(tails), Counter(agg), events
+def _native_passes(block: bytes) -> tuple:
+    """log_passes by the native scanner (nccl_log_native): the same values, the events kept as offsets into
+    the block (ncdoc_fast.Events: a list of the same tuples to Python, pickled as one)."""
+    tails, agg, events, warns = _NATIVE.classify_block(block, P.MAX_MESSAGE)
+    return Counter(tails), Counter(agg), events, warns
 
 
 # ---------------------------------------------------------------- the candidate lines

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 
 import pytest
@@ -94,7 +95,9 @@ def assert_same(blocks: list[bytes], source: str = "x") -> None:
         want = block_scan.log_passes(block)
         got = _native().classify_block(block, P.MAX_MESSAGE)
         assert list(got[0].items()) == list(want[0].items()) and list(got[1].items()) == list(want[1].items())
-        assert got[2] == want[2]
+        assert type(got[2]).__name__ == "Events" and len(got[2]) == len(want[2])
+        assert got[2] == want[2] and list(got[2]) == want[2] and pickle.loads(pickle.dumps(got[2])) == want[2]
+        assert got[3] == want[3]
         assert block_scan._native_lines(block) == block_scan.line_passes(block)
     py, nat = _read(blocks, False), _read(blocks, True)
     a, b = py.result(source), nat.result(source)
