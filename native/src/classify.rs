@@ -8,7 +8,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use pyo3::AsPyPointer;
 
-use crate::find::{byte, newlines, rbyte, rsub, sub, FxMap};
+use crate::find::{byte, find_all, newlines, rbyte, rsub, sub, FxMap};
 use crate::py::{own, tuple};
 use crate::shapes::{both, via_all};
 
@@ -315,25 +315,28 @@ fn line_end_py(h: &[u8], at: usize) -> usize {
     }
 }
 
-/// (line, text) of the lines holding `needle` that are not other lines (block_scan._plain_with).
+/// (line, text) of the lines holding `needle` that are not other lines (block_scan._plain_with: each
+/// found from the end of the line before).
 fn plain_with(py: Python<'_>, h: &[u8], needle: &[u8], is_other: &[bool]) -> PyResult<Vec<PyObject>> {
     let mut out = Vec::new();
-    let mut at = sub(h, needle, 0, h.len());
+    let found = find_all(h, needle);
     let (mut counted, mut line) = (0usize, 0usize);
     let mut last: Option<usize> = None;
-    while let Some(a) = at {
+    let mut from = 0usize;
+    for &a in &found {
+        if a < from {
+            continue;
+        }
         let ls = rbyte(h, b'\n', 0, a).map_or(0, |i| i + 1);
-        let le_raw = byte(h, b'\n', a, h.len());
-        let le = le_raw.unwrap_or(h.len().saturating_sub(1));
+        // block.find(b"\n", at), with Python's -1 for a last line without a newline
+        let le = byte(h, b'\n', a, h.len()).unwrap_or(h.len().saturating_sub(1));
         line += newlines(h, counted, ls);
         counted = ls;
         if last != Some(line) && !is_other.get(line).copied().unwrap_or(false) {
-            let t = [int(py, line as i64)?, bytes(py, sl(h, ls, le))?];
-            out.push(tuple(py, &[t[0].as_ptr(), t[1].as_ptr()])?);
+            out.push(tuple(py, &[int(py, line as i64)?.as_ptr(), bytes(py, sl(h, ls, le))?.as_ptr()])?);
         }
         last = Some(line);
-        // block.find(needle, le), with Python's -1 for a last line without a newline
-        at = sub(h, needle, if le_raw.is_some() { le } else { h.len().saturating_sub(1) }, h.len());
+        from = le;
     }
     Ok(out)
 }

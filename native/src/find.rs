@@ -6,7 +6,6 @@ use std::os::raw::{c_int, c_void};
 extern "C" {
     fn memchr(s: *const c_void, c: c_int, n: usize) -> *mut c_void;
     fn memrchr(s: *const c_void, c: c_int, n: usize) -> *mut c_void;
-    fn memmem(h: *const c_void, hn: usize, n: *const c_void, nn: usize) -> *mut c_void;
 }
 
 /// First `b` in `h[from..to]`.
@@ -110,7 +109,20 @@ impl std::hash::Hasher for Fx {
 
 pub type FxMap<K, V> = std::collections::HashMap<K, V, FxBuild>;
 
-/// `h.find(needle, from, to)`: the first start of `needle` lying wholly in `h[from..to]` (glibc's memmem).
+/// How common a byte is in log text (lower: rarer); `sub` searches for the needle's rarest byte.
+#[inline(always)]
+fn commonness(b: u8) -> u8 {
+    match b {
+        b' ' => 9,
+        b'e' | b't' | b'a' | b'o' | b'i' | b'n' | b's' | b'r' => 8,
+        b'0'..=b'9' | b'l' | b'c' | b'd' | b'h' | b'u' | b'm' | b'p' => 7,
+        b'a'..=b'z' | b':' | b'/' | b'.' => 6,
+        b'A'..=b'Z' => 4,
+        _ => 3,
+    }
+}
+
+/// `h.find(needle, from, to)`: the first start of `needle` lying wholly in `h[from..to]`.
 pub fn sub(h: &[u8], needle: &[u8], from: usize, to: usize) -> Option<usize> {
     let to = to.min(h.len());
     let n = needle.len();
@@ -120,15 +132,46 @@ pub fn sub(h: &[u8], needle: &[u8], from: usize, to: usize) -> Option<usize> {
     if from >= to || to - from < n {
         return None;
     }
-    // SAFETY: both ranges lie inside their slices; memmem reads only those bytes.
-    let p = unsafe {
-        memmem(h.as_ptr().add(from) as *const c_void, to - from, needle.as_ptr() as *const c_void, n)
-    };
-    if p.is_null() {
-        None
-    } else {
-        Some(p as usize - h.as_ptr() as usize)
+    // memchr for the needle's rarest byte, then compare the whole needle around it
+    let mut k = 0;
+    for (i, &b) in needle.iter().enumerate() {
+        if commonness(b) < commonness(needle[k]) {
+            k = i;
+        }
     }
+    let last = to - n; // the last possible start
+    let mut i = from;
+    while i <= last {
+        let at = byte(h, needle[k], i + k, last + k + 1)? - k;
+        if starts(h, at, needle) {
+            return Some(at);
+        }
+        i = at + 1;
+    }
+    None
+}
+
+/// Every start of `needle` in `h` (overlapping ones too), in order: candidates where its two rarest
+/// bytes stand (64-byte masks), then the whole needle compared.
+pub fn find_all(h: &[u8], needle: &[u8]) -> Vec<usize> {
+    let mut out = Vec::new();
+    let n = needle.len();
+    if n == 0 || h.len() < n {
+        return out;
+    }
+    if n == 1 {
+        each_byte(h, needle[0], 0, |p| out.push(p));
+        return out;
+    }
+    let mut idx: Vec<usize> = (0..n).collect();
+    idx.sort_by_key(|&i| (commonness(needle[i]), i));
+    let (d1, d2) = (idx[0], idx[1]);
+    each_pair(h, needle[d1], d1, needle[d2], d2, |p| {
+        if p + n <= h.len() && &h[p..p + n] == needle {
+            out.push(p);
+        }
+    });
+    out
 }
 
 /// `h.rfind(needle, from, to)`.
