@@ -130,6 +130,22 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
     return bs
 
 
+def classify_log(block: bytes) -> BlockScan:
+    """What the NCCL log scanner alone needs of a block (LogScanner.feed: parse_nccl_log and its file twin):
+    classify_block's fields for it, the same values; the other readers' candidate lines are not looked for
+    (other, cont, test_plain, marked and ras_whole are None)."""
+    bs = BlockScan()
+    bs.size = len(block)
+    bs.nlines = block.count(b"\n")
+    bs.head = _lines_from(block, 0, HEAD_LINES)
+    bs.bare = False
+    bs.block = block
+    bs.tail, bs.short = block[-LOOK_BACK:], len(block) < LOOK_BACK
+    bs.tails, bs.agg, bs.events, _ = _LOG_PASSES(block)
+    bs.other = bs.cont = bs.test_plain = bs.marked = bs.ras_whole = None
+    return bs
+
+
 def log_passes(block: bytes) -> tuple[Counter, Counter, list[tuple], list[tuple[int, bytes]]]:
     """The log scanner's passes over a block: VIA's counts, AGG's counts, SCAN's events, and the (line, text)
     of the WARN events (the reference)."""
@@ -476,6 +492,6 @@ def _markers() -> Markers:
 _LOG_PASSES = log_passes if _NATIVE is None else _native_passes
 _LINE_PASSES = line_passes if _NATIVE is None else _native_lines
 
-__all__ = ["BlockScan", "classify_block", "log_passes", "line_passes", "scan_events", "info_text", "first_agg", "first_tail", "gdr_off_channels",
+__all__ = ["BlockScan", "classify_block", "classify_log", "log_passes", "line_passes", "scan_events", "info_text", "first_agg", "first_tail", "gdr_off_channels",
            "log_bytes", "prepare_transfer", "TransferMemo", "Markers", "INFO", "WARN", "FRAMEWORK", "LAST_ERROR", "RAS", "DIAG",
            "HOST", "HEAD_LINES", "FOLLOW_LINES", "LOOK_BACK"]

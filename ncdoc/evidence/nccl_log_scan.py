@@ -51,7 +51,7 @@ class LogScanner:
     # ------------------------------------------------------------ blocks
 
     def feed(self, block: bytes) -> None:
-        self.apply(B.classify_block(block))
+        self.apply(B.classify_log(block))
 
     def apply(self, bs: B.BlockScan) -> None:
         st = self.state

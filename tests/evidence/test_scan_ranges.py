@@ -202,3 +202,17 @@ def test_a_block_read_again_gives_what_a_worker_left_out(many_ranks, monkeypatch
     assert ranges_apart(many_ranks, 65536, 65536) == serial(many_ranks, 65536)
     for path in LOGS:
         assert ranges_apart(path, 256, 256) == serial(path, 256), path.name
+
+
+# ---------------------------------------------------------------- the log scanner alone
+
+@pytest.mark.parametrize("path", LOGS[::2], ids=lambda p: p.name)
+def test_the_log_scanners_own_classification_is_the_whole_ones_log_part(path):
+    """LogScanner.feed classifies only what it reads (block_scan.classify_log): the same values as the
+    classification every reader shares."""
+    from ncdoc.evidence import block_scan as B
+    with path.open("rb") as fh:
+        for _, block in textfile.read_blocks(fh, 0, None, 4096):
+            mine, whole = B.classify_log(block), B.classify_block(block)
+            for name in ("nlines", "head", "tail", "short", "tails", "agg", "events", "block", "bare", "size"):
+                assert getattr(mine, name) == getattr(whole, name), name
