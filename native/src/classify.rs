@@ -261,10 +261,11 @@ impl Events {
     }
 }
 
-/// classify(block, max_message) -> (tails, agg, events, warns): Counter(VIA.findall(block)) and
-/// Counter(AGG.findall(block)) as dicts in first-seen order, scan_events(block) (as an Events), and
-/// the (line, text) of its WARN events.
-pub fn classify(py: Python<'_>, block: &PyBytes, max_message: usize) -> PyResult<(PyObject, PyObject, PyObject, PyObject)> {
+/// classify(block, max_message) -> (tails, agg, events, warns, newlines): Counter(VIA.findall(block))
+/// and Counter(AGG.findall(block)) as dicts in first-seen order, scan_events(block) (as an Events),
+/// the (line, text) of its WARN events, block.count(b"\n").
+pub fn classify(py: Python<'_>, block: &PyBytes, max_message: usize)
+    -> PyResult<(PyObject, PyObject, PyObject, PyObject, usize)> {
     let h = block.as_bytes();
     let (tails, aggs, found) = passes(h);
     let evs = scan_events(h, &found, max_message);
@@ -275,7 +276,7 @@ pub fn classify(py: Python<'_>, block: &PyBytes, max_message: usize) -> PyResult
         }
     }
     let events = Py::new(py, Events { block: block.into_py(py), evs })?;
-    Ok((tails.dict(py)?, aggs.dict(py)?, events.into_py(py), list(py, warns)?))
+    Ok((tails.dict(py)?, aggs.dict(py)?, events.into_py(py), list(py, warns)?, newlines(h, 0, h.len())))
 }
 
 // ---------------------------------------------------------------- the candidate lines (block_scan.line_passes)

@@ -42,12 +42,12 @@ fn apply_events(py: Python<'_>, scanner: &PyAny, events: &PyAny, done: i64, base
     apply::apply_events(py, scanner, events, done, base)
 }
 
-/// classify_block(block, max_message) -> (tails, agg, events, warns): block_scan.log_passes(block)
+/// classify_block(block, max_message) -> (tails, agg, events, warns, newlines): block_scan.log_passes(block)
 /// (Counter(VIA.findall(block)), Counter(AGG.findall(block)) as dicts, scan_events(block) as an
-/// Events, the (line, text) of its WARN events).
+/// Events, the (line, text) of its WARN events, block.count(b"\n")).
 #[pyfunction]
 fn classify_block(py: Python<'_>, block: &PyBytes, max_message: usize)
-    -> PyResult<(PyObject, PyObject, PyObject, PyObject)> {
+    -> PyResult<(PyObject, PyObject, PyObject, PyObject, usize)> {
     classify::classify(py, block, max_message)
 }
 

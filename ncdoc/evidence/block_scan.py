@@ -105,7 +105,7 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
     log_block = _bare_rewritten(block, other) if bare else block
     bs.block = log_block
     bs.tail, bs.short = log_block[-LOOK_BACK:], len(log_block) < LOOK_BACK
-    bs.tails, bs.agg, bs.events, warns = _LOG_PASSES(log_block)
+    bs.tails, bs.agg, bs.events, warns, _ = _LOG_PASSES(log_block)
     other_at = {n for n, _ in other}
     bs.cont = _continuations(block, other, other_at)
     bs.test_plain = test_plain
@@ -136,29 +136,28 @@ def classify_log(block: bytes) -> BlockScan:
     (other, cont, test_plain, marked and ras_whole are None)."""
     bs = BlockScan()
     bs.size = len(block)
-    bs.nlines = block.count(b"\n")
     bs.head = _lines_from(block, 0, HEAD_LINES)
     bs.bare = False
     bs.block = block
     bs.tail, bs.short = block[-LOOK_BACK:], len(block) < LOOK_BACK
-    bs.tails, bs.agg, bs.events, _ = _LOG_PASSES(block)
+    bs.tails, bs.agg, bs.events, _, bs.nlines = _LOG_PASSES(block)
     bs.other = bs.cont = bs.test_plain = bs.marked = bs.ras_whole = None
     return bs
 
 
-def log_passes(block: bytes) -> tuple[Counter, Counter, list[tuple], list[tuple[int, bytes]]]:
-    """The log scanner's passes over a block: VIA's counts, AGG's counts, SCAN's events, and the (line, text)
-    of the WARN events (the reference)."""
+def log_passes(block: bytes) -> tuple[Counter, Counter, list[tuple], list[tuple[int, bytes]], int]:
+    """The log scanner's passes over a block: VIA's counts, AGG's counts, SCAN's events, the (line, text)
+    of the WARN events, and the block's newlines (the reference)."""
     events = scan_events(block)
     return (Counter(P.VIA.findall(block)), Counter(P.AGG.findall(block)), events,
-            [(ev[1], ev[4]) for ev in events if ev[0] == WARN])
+            [(ev[1], ev[4]) for ev in events if ev[0] == WARN], block.count(b"\n"))
 
 
 def _native_passes(block: bytes) -> tuple:
     """log_passes by the native scanner (nccl_log_native): the same values, the events kept as offsets into
     the block (ncdoc_fast.Events: a list of the same tuples to Python, pickled as one)."""
-    tails, agg, events, warns = _NATIVE.classify_block(block, P.MAX_MESSAGE)
-    return Counter(tails), Counter(agg), events, warns
+    tails, agg, events, warns, nlines = _NATIVE.classify_block(block, P.MAX_MESSAGE)
+    return Counter(tails), Counter(agg), events, warns, nlines
 
 
 # ---------------------------------------------------------------- the candidate lines

@@ -97,7 +97,7 @@ def assert_same(blocks: list[bytes], source: str = "x") -> None:
         assert list(got[0].items()) == list(want[0].items()) and list(got[1].items()) == list(want[1].items())
         assert type(got[2]).__name__ == "Events" and len(got[2]) == len(want[2])
         assert got[2] == want[2] and list(got[2]) == want[2] and pickle.loads(pickle.dumps(got[2])) == want[2]
-        assert got[3] == want[3]
+        assert got[3] == want[3] and got[4] == want[4]
         assert block_scan._native_lines(block) == block_scan.line_passes(block)
     py, nat = _read(blocks, False), _read(blocks, True)
     a, b = py.result(source), nat.result(source)
