@@ -115,7 +115,8 @@ fn commonness(b: u8) -> u8 {
     match b {
         b' ' => 9,
         b'e' | b't' | b'a' | b'o' | b'i' | b'n' | b's' | b'r' => 8,
-        b'0'..=b'9' | b'l' | b'c' | b'd' | b'h' | b'u' | b'm' | b'p' => 7,
+        // "NCCL INFO" is on nearly every line of these logs
+        b'0'..=b'9' | b'l' | b'c' | b'd' | b'h' | b'u' | b'm' | b'p' | b'N' | b'C' | b'L' | b'I' | b'F' | b'O' => 7,
         b'a'..=b'z' | b':' | b'/' | b'.' => 6,
         b'A'..=b'Z' => 4,
         _ => 3,

@@ -63,13 +63,17 @@ def read_blocks(f, start: int = 0, end: int | None = None, block_bytes: int = BL
                 continue
             chunk, at, skipping = chunk[cut + 1:], at + cut + 1, False
         data_at = at - len(carry)
-        data = carry + chunk if carry else chunk
-        cut = data.rfind(b"\n")
+        cut = chunk.rfind(b"\n")          # (the carried bytes hold no newline)
         if cut >= 0:
-            yield data_at, data[:cut + 1]
-            carry, data_at = data[cut + 1:], data_at + cut + 1
+            # one copy per block at most: a fresh bytes object costs page faults as well as the copy
+            if carry:
+                block = b"".join((carry, memoryview(chunk)[:cut + 1]))
+            else:
+                block = chunk if cut + 1 == len(chunk) else chunk[:cut + 1]
+            yield data_at, block
+            carry, data_at = chunk[cut + 1:], data_at + len(block)
         else:
-            carry = data
+            carry = carry + chunk
         if len(carry) > MAX_LINE_BYTES:          # a giant line: its head, as a block of its own
             yield data_at, carry[:MAX_LINE_BYTES] + b"\n"
             carry, skipping = b"", True
