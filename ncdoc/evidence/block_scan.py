@@ -7,7 +7,8 @@ line), and the candidate lines of the other parsers (nccl-tests, launch settings
 reports, pasted node listings). Nothing in it depends on what came before the block, so blocks can be
 classified in any order, by any process, and applied in file order by the stateful readers
 (nccl_log_scan.LogScanner.apply, run_scan.RunScanner) with the same result as one pass.
-A native classifier may replace this function; it must give equal BlockScans.
+The optional native scanner (nccl_log_native, native/) does its two passes, log_passes and line_passes,
+with the same values; the rest stays here.
 
 A block holds whole lines (ends with b"\\n"); line indexes count from 0 at its first line.
 
@@ -56,7 +57,8 @@ class BlockScan:
     head          its first HEAD_LINES lines
     tails         VIA: channel tail -> count, first seen first
     agg           AGG: message -> count, first seen first
-    events        SCAN: (INFO|WARN, line, prefix, message, text or None) - text None: prefix + b"NCCL INFO " +
+    events        SCAN (a list, or an ncdoc_fast.Events: the same tuples, kept as offsets into the block and
+                  pickled as the list): (INFO|WARN, line, prefix, message, text or None) - text None: prefix + b"NCCL INFO " +
                   message; (FRAMEWORK, line, text, next lines or None); (LAST_ERROR, line, text, the bytes above,
                   whether they start the block, next lines or None). "Next lines" follow a line that starts a
                   follow-up (a framework "NCCL error", an empty "Last error:").

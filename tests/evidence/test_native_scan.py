@@ -98,7 +98,7 @@ def assert_same(blocks: list[bytes], source: str = "x") -> None:
         assert type(got[2]).__name__ == "Events" and len(got[2]) == len(want[2])
         assert got[2] == want[2] and list(got[2]) == want[2] and pickle.loads(pickle.dumps(got[2])) == want[2]
         assert got[3] == want[3] and got[4] == want[4]
-        assert block_scan._native_lines(block) == block_scan.line_passes(block)
+        assert _native().line_passes(block, block_scan._TEST, block_scan._RAS_INFO) == block_scan.line_passes(block)
     py, nat = _read(blocks, False), _read(blocks, True)
     a, b = py.result(source), nat.result(source)
     assert json.dumps(b.to_facts(), sort_keys=True) == json.dumps(a.to_facts(), sort_keys=True)
