@@ -126,8 +126,8 @@ def run_ncdoc(cluster, space, profile, base, trial_base, seed, trials):
     return recs, st
 
 
-def ncdoc_incumbent(recs, noise, k):
-    inc = incumbent(recs[:k], noise)
+def ncdoc_incumbent(recs, noise, k, space=None):
+    inc = incumbent(recs[:k], noise, space)
     return _key(inc[0].params) if inc else None
 
 
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
                     recs, st = run_ncdoc(cluster, space, profile, base, trial_base, seed, max(CHECKPOINTS))
                     meas.append(st.measurements)
                     for k in CHECKPOINTS:
-                        inc = ncdoc_incumbent(recs, st.noise, k)
+                        inc = ncdoc_incumbent(recs, st.noise, k, space)
                         fracs[k].append(math.exp(truth.get(inc, -math.inf) - best) if inc else 0.0)
                     continue
                 run = run_random if method == "random" else run_coord

@@ -68,9 +68,12 @@ INTERRUPTED = "interrupted"
 # Failure kinds that are evidence against the setting (see the module docstring).
 SETTING_FAILURES = ("init", "call", "crash", "hang", "timeout")
 METRIC_NAME = "busbw_vs_baseline"   # a trial's score: its busbw over the baseline's, weighted by the profile
+MIN_EI = 0.02                 # ... until no single change is expected to gain this share of the noise
+SWITCH_Z = 0.5                # the recommendation changes for a challenger this many sd ahead (model)
+RACE_RUNS = 2                 # runs beyond --repeats a trial too close to the best to call may take
 DEFAULT_NOISE = 0.02          # log-score spread assumed until the baseline's own repeats say otherwise
 _STAGE_OF = {"joint": "joint", "joint-search": "joint", "refine": "refine", "remeasure": "remeasure",
-             "explore": "search", "joint-start": "joint"}
+             "explore": "search", "joint-start": "joint", "combine": "combine"}
 
 
 def _is_failure(t: Any) -> bool:
@@ -162,38 +165,48 @@ def summarise(profile: Profile, measurements: list[Measurement],
     return buckets, sizes, value
 
 
-def incumbent(records: list[TrialRecord], noise: float) -> tuple[TrialRecord, float] | None:
-    """The configuration the study would recommend now, and its shrunk estimate (log-ratio).
+def incumbent(records: list[TrialRecord], noise: float,
+              space: SearchSpace | None = None) -> tuple[TrialRecord, float] | None:
+    """The configuration the study would recommend now, and its estimate (log-ratio).
 
-    Replayed in trial order: a challenger takes over when its estimate is ahead and it has had at least
-    as many runs, or when it is ahead by one standard error of their difference; so a late lucky run
-    does not displace a configuration that more runs support (the winner's curse of a long noisy
-    study)."""
+    Replayed in trial order, so a late lucky run does not displace a configuration that more runs
+    support (the winner's curse of a long noisy study). With the `space` (the model's estimates), a
+    challenger takes over when the model gives it an 84 % chance of being better (ahead by one
+    standard deviation of the difference); without, when its estimate is ahead and it has had at
+    least as many runs, or when it is ahead by one standard error of their difference."""
     ordered = sorted(records, key=lambda r: r.number)
+    model = fit_model(ordered, noise, space) if space is not None else None   # one covariance for the replay
     current = None
     done: list[TrialRecord] = []
     for r in ordered:
         done.append(r)
         if r.state != "complete" or r.duplicate_of is not None:
             continue
-        ranked = ranked_trials(done, noise)
+        now = _conditioned(model, done) if model is not None else None
+        ranked = ranked_trials(done, noise, space, now, conditioned=True)
         est = {tuple(sorted(x.params.items())): (x, e) for x, e in ranked}
         top, top_est = ranked[0]
-        if current is None:
-            current = tuple(sorted(top.params.items()))
-            continue
-        if current not in est:
+        if current is None or current not in est:
             current = tuple(sorted(top.params.items()))
             continue
         cur, cur_est = est[current]
-        runs = {k: len(v) for k, v in runs_per_config(done).items()}
         top_key = tuple(sorted(top.params.items()))
+        if top_key == current:
+            continue
+        if now is not None:
+            diff, sd = now.difference(top.params, cur.params)
+            if diff > SWITCH_Z * sd:
+                current = top_key
+            continue
+        runs = {k: len(v) for k, v in runs_per_config(done).items()}
         se = noise * math.sqrt(1.0 / runs.get(top_key, 1) + 1.0 / runs.get(current, 1))
         if top_est - cur_est > se or (top_est > cur_est and runs.get(top_key, 1) >= runs.get(current, 1)):
             current = top_key
     if current is None:
         return None
-    final = {tuple(sorted(x.params.items())): (x, e) for x, e in ranked_trials(ordered, noise)}
+    final = {tuple(sorted(x.params.items())): (x, e) for x, e in
+             ranked_trials(ordered, noise, space, _conditioned(model, ordered) if model is not None else None,
+                           conditioned=True)}
     return final[current]
 
 
@@ -206,18 +219,62 @@ def runs_per_config(records: list[TrialRecord]) -> dict[tuple, list[float]]:
     return out
 
 
-def ranked_trials(records: list[TrialRecord], noise: float) -> list[tuple[TrialRecord, float]]:
-    """Configurations by shrunk estimate, best first: every run of a configuration counts (its first
-    complete trial stands for it, re-measurements add their runs)."""
+def _pooled(records: list[TrialRecord]) -> tuple[list[tuple[TrialRecord, list[float]]],
+                                                 list[tuple[TrialRecord, list[float]]]]:
+    """Per configuration, its first trial and every run: the complete ones, then those only ever
+    stopped early."""
     pooled: dict[tuple, tuple[TrialRecord, list[float]]] = {}
+    stopped: dict[tuple, tuple[TrialRecord, list[float]]] = {}
     for r in records:
-        if r.state != "complete" or r.duplicate_of is not None or r.mean is None:
+        if r.duplicate_of is not None or r.mean is None or r.state not in ("complete", "stopped"):
             continue
         key = tuple(sorted(r.params.items()))
-        first, runs = pooled.setdefault(key, (r, []))
+        first, runs = (pooled if r.state == "complete" else stopped).setdefault(key, (r, []))
         runs.extend(r.scores or [r.mean])
-    items = list(pooled.values())
-    est = shrunk([statistics.fmean(runs) for _, runs in items], [len(runs) for _, runs in items], noise)
+    return list(pooled.values()), [v for k, v in stopped.items() if k not in pooled]
+
+
+def fit_model(records: list[TrialRecord], noise: float, space: SearchSpace) -> Any:
+    """The model of every measured configuration (ncdoc.tuner.model), with each variable's prior
+    spread from screening; None with fewer than three complete configurations."""
+    from ncdoc.tuner.effects import effect_scales, screen_effects
+    from ncdoc.tuner.model import Model
+
+    items, stopped = _pooled(records)
+    if len(items) < 3:
+        return None
+    every = items + stopped
+    scales = effect_scales(screen_effects(records, space, noise), noise)
+    return Model(space, [r.params for r, _ in every], [statistics.fmean(x) for _, x in every],
+                 [len(x) for _, x in every], noise, scales)
+
+
+def _conditioned(model: Any, records: list[TrialRecord]) -> Any:
+    """`model`'s covariance, given the measurements of `records`."""
+    items, stopped = _pooled(records)
+    every = items + stopped
+    if not every:
+        return None
+    return model.condition([r.params for r, _ in every], [statistics.fmean(x) for _, x in every],
+                           [len(x) for _, x in every])
+
+
+def ranked_trials(records: list[TrialRecord], noise: float, space: SearchSpace | None = None,
+                  model: Any = None, conditioned: bool = False) -> list[tuple[TrialRecord, float]]:
+    """Configurations by estimate, best first: every run of a configuration counts (its first
+    complete trial stands for it, re-measurements add their runs). With the `space`, the estimate
+    is the model's (`fit_model`: what related configurations measured counts too, trials stopped
+    early included; a `model` given lends its covariance, or is used as it is when `conditioned`
+    on these records already), else each mean shrunk towards the average."""
+    items, _ = _pooled(records)
+    if model is not None and not conditioned:
+        model = _conditioned(model, records)
+    elif model is None and space is not None and not conditioned:
+        model = fit_model(records, noise, space)
+    if model is not None:
+        est = model.predict([r.params for r, _ in items])[0]
+    else:
+        est = shrunk([statistics.fmean(runs) for _, runs in items], [len(runs) for _, runs in items], noise)
     return sorted(((r, e) for (r, _), e in zip(items, est)), key=lambda x: -x[1])
 
 
@@ -259,8 +316,6 @@ class TuneStudy:
         self._joint_until = 0                    # the sampler's joint search runs until this many trials
         self._center: str | None = None          # the incumbent refinement works around
         self._survived: list[str] = []
-        self._order: list[str] = []              # refinement: variables in the order they are tried
-        self._pos, self._moved, self._rounds = 0, False, 0
 
     # ---------------------------------------------------------------- opening
     def identity(self) -> dict[str, Any]:
@@ -497,9 +552,9 @@ class TuneStudy:
         """What to measure next, once the current stage's trials are all in: (phase, points to queue,
         the space the sampler searches).
 
-        screen -> refine: from the best point so far, one variable at a time (the most promising
-        first), every value of it on top of the incumbent, which moves as soon as something beats it;
-        rounds until a round moves nothing (interactions with what screening found show up here)
+        screen -> combine: each variable at the value screening estimates best for it, all together
+        -> refine: single changes to the best point, the one the model expects most from first, as
+        long as one is expected to gain (interactions with what screening found show up here)
         -> joint: the survivors' best-looking combinations, or the sampler over them, for a share of
         what is left -> remeasure: the close contenders run again -> explore: the sampler over all."""
         if phase == "screen":
@@ -509,35 +564,18 @@ class TuneStudy:
                 return "done", [], self.space
             self.log(f"screening: {len(keep)} variable(s) moved the score: {', '.join(keep)}")
             self._survived = keep
-            self._order = self._by_promise()
-            self._pos, self._moved, self._rounds = 0, False, 0
             self._center = None
+            combo = self._combination(known)
+            if combo is not None:
+                self.log("screening: the best value of each variable together, "
+                         + ", ".join(f"{k}={v}" for k, v in combo.items() if v != UNSET))
+                return "combine", [combo], self.space
             phase = "refine"
-        if phase == "refine":
-            # The search follows the best estimate, not the (sticky) recommendation: a step that looks
-            # better is worth building on even before it is clearly better.
-            ranked = ranked_trials(self.records(), self.noise)
-            best = ranked[0] if ranked else None
-            center = json.dumps(best[0].params, sort_keys=True) if best else None
-            if self._center is not None and center != self._center:
-                self._moved = True
-            self._center = center
-            while True:
-                if self._pos >= len(self._order):
-                    self._rounds += 1
-                    if not self._moved or self._rounds >= 3:
-                        break
-                    # Later rounds: the survivors and whatever the best point now sets; a variable
-                    # that did nothing alone nor on top of the best point had its chance.
-                    keep, now = set(self._survived), best[0].params if best else {}
-                    self._order = [n for n in self._order if n in keep or now.get(n, UNSET) != UNSET]
-                    self._pos, self._moved = 0, False
-                name = self._order[self._pos]
-                self._pos += 1
-                plan = self._neighbours(best[0].params if best else {}, known, only=name)
-                if plan:
-                    return "refine", plan, self.space
-            self.log("refinement: the incumbent no longer moves")
+        if phase in ("combine", "refine"):
+            plan = self._refine_plan(known)
+            if plan:
+                return "refine", plan, self.space
+            self.log("refinement: no single change to the best point is expected to gain")
             phase = "joint-start"
         if phase == "joint-start":
             keep = self._survived
@@ -559,24 +597,57 @@ class TuneStudy:
                 return "remeasure", plan, self.space
         return "explore", [], self.space
 
-    def _by_promise(self) -> list[str]:
-        """Variables: the survivors of screening first, the ones whose best value did most first; then
-        the rest (a variable that did nothing alone may still matter on top of what helped)."""
-        best: dict[str, float] = {}
-        for t in self._trials():
-            score = _screen_score(t) if t.user_attrs.get(A_STAGE) in ("screen", "start") else None
-            if score is None:
-                continue
-            for k, v in t.params.items():
-                if v != UNSET:
-                    best[k] = max(best.get(k, -math.inf), score)
-        keep = set(self._survived)
-        # Among the survivors, a conditional variable (never screened alone: it only exists on top of
-        # its parent) goes first, before values that were measured already. The rest keep the order
-        # the space lists them in (an expert's order: their screening scores are only noise).
-        order = {v.name: i for i, v in enumerate(self.space.variables)}
-        return sorted((v.name for v in self.space.variables),
-                      key=lambda n: (0, n in best, -best.get(n, 0.0)) if n in keep else (1, order[n], 0.0))
+    def _combination(self, known: Mapping[str, Any]) -> dict[str, str] | None:
+        """Each variable at the value screening estimates best for it (ncdoc.tuner.effects: every
+        value of a variable read together, so an effect the size of the noise, invisible in one run
+        of one value, shows in the trend of several), all together: the optimum of a model in which
+        variables add up. None when that point is invalid even without its smallest gains, or measured."""
+        from ncdoc.tuner.effects import screen_effects
+
+        gains: dict[str, tuple[str, float]] = {}
+        for name, eff in screen_effects(self.records(), self.space, self.noise).items():
+            value, gain = max(eff.items(), key=lambda kv: kv[1])
+            if value != UNSET and gain > 0:
+                gains[name] = (value, gain)
+        if not gains:
+            return None
+        combo = {v.name: UNSET for v in self.space.variables}
+        combo.update({k: v for k, (v, _) in gains.items()})
+        for name, _ in sorted(gains.items(), key=lambda g: g[1][1]):
+            if not self.space.violations(combo) and not self._refused_in(combo):
+                break
+            combo[name] = UNSET
+        if self.space.violations(combo) or self._refused_in(combo):
+            return None
+        key = json.dumps(self.space.complete(combo), sort_keys=True)
+        return None if key in known else combo
+
+    def _refine_plan(self, known: Mapping[str, Any]) -> list[dict[str, str]]:
+        """The single changes to the best point the model expects most from (expected improvement
+        over that point's estimate), as many as there are node groups; none when nothing is
+        expected to gain more than a few hundredths of the noise."""
+        records = self.records()
+        model = fit_model(records, self.noise, self.space)
+        ranked = ranked_trials(records, self.noise, self.space, model, conditioned=True)
+        if not ranked or model is None:
+            return []
+        center, top = ranked[0]
+        self._center = json.dumps(center.params, sort_keys=True)
+        cands = self._neighbours(center.params, known)
+        if not cands:
+            return []
+        mean, sd = model.predict(cands)
+        scored = []
+        for c, m, s in zip(cands, mean, sd):
+            gain = m - top
+            if s <= 1e-9:
+                ei = max(0.0, gain)
+            else:
+                z = gain / s
+                ei = gain * 0.5 * (1 + math.erf(z / math.sqrt(2))) + s * math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
+            scored.append((ei, c))
+        scored.sort(key=lambda x: -x[0])
+        return [c for ei, c in scored[:max(1, self.executor.slots)] if ei > MIN_EI * self.noise]
 
     def _beyond_noise(self, runs: int) -> float:
         """What a score of `runs` runs must exceed to count as an effect: the floor (half of
@@ -584,35 +655,34 @@ class TuneStudy:
         the lucky ones do not pass for effects."""
         return max(math.log1p(self.cfg.min_gain) / 2, 2.0 * self.noise / math.sqrt(max(1, runs)))
 
-    def useful_variables(self) -> set[str]:
+    def useful_variables(self, top: int = 3) -> set[str]:
         """Variables that showed an effect: alone in screening (or set by a known-good start that
-        helped), or as a single change that improved on the incumbent during refinement."""
+        helped), or, in one of the `top` configurations by the model, as a value whose removal the
+        model expects to cost more than three standard deviations (what rode along in a lucky trial,
+        measured or not, is not part of a candidate)."""
         survived = self.survivors()
         if survived is None:                     # screening did not finish: nothing to strip by
             return {v.name for v in self.space.variables}
         keep = set(survived)
-        trials = self._trials()
-        score_of = {}
-        for t in trials:
-            sc = _screen_score(t)
-            if sc is not None:
-                score_of.setdefault(json.dumps(self.space.complete(t.params), sort_keys=True), sc)
-        for t in trials:
-            center = t.user_attrs.get(A_CENTER)
-            sc = _screen_score(t)
-            if center is None or sc is None or center not in score_of or \
-                    sc - score_of[center] <= self._beyond_noise(len(t.user_attrs.get(A_SCORES) or [1])):
-                continue
-            base = json.loads(center)
-            keep.update(k for k, v in self.space.complete(t.params).items() if base.get(k) != v)
         if not self.cfg.screening:
-            keep.update(v.name for v in self.space.variables)
+            return keep | {v.name for v in self.space.variables}
+        records = self.records()
+        model = fit_model(records, self.noise, self.space)
+        if model is None:
+            return keep
+        for r, _ in ranked_trials(records, self.noise, self.space, model, conditioned=True)[:top]:
+            for name, value in r.params.items():
+                if value == UNSET or name in keep:
+                    continue
+                diff, sd = model.difference(r.params, self.space.complete({**r.params, name: UNSET}))
+                if diff > 3.0 * sd:
+                    keep.add(name)
         return keep
 
     def _remeasure(self, top: int = 3) -> list[dict[str, str]]:
         """The configurations whose estimates are within noise of the incumbent's: one more run each,
         so the recommendation is not the luckiest of them."""
-        ranked = ranked_trials(self.records(), self.noise)
+        ranked = ranked_trials(self.records(), self.noise, self.space)
         if len(ranked) < 2:
             return []
         best = ranked[0][1]
@@ -622,8 +692,8 @@ class TuneStudy:
         """The configuration with the best estimate when it is not the recommendation yet for lack of
         runs: it runs again, so the recommendation is settled by measurements, not by who came first."""
         records = self.records()
-        ranked = ranked_trials(records, self.noise)
-        inc = incumbent(records, self.noise)
+        ranked = ranked_trials(records, self.noise, self.space)
+        inc = incumbent(records, self.noise, self.space)
         if not ranked or inc is None or ranked[0][0].params == inc[0].params:
             return None
         runs = runs_per_config(records)
@@ -632,22 +702,12 @@ class TuneStudy:
             return None
         return dict(ranked[0][0].params)
 
-    def _neighbours(self, params: Mapping[str, str], known: Mapping[str, Any],
-                    only: str | None = None) -> list[dict[str, str]]:
-        """Every value of every variable on top of `params`, not measured yet, valid; the values that
-        did best alone in screening first."""
-        promise: dict[tuple[str, str], float] = {}
-        for t in self._trials():
-            score = _screen_score(t) if t.user_attrs.get(A_STAGE) == "screen" else None
-            if score is not None:
-                for k, v in t.params.items():
-                    if v != UNSET:
-                        promise[(k, v)] = score
+    def _neighbours(self, params: Mapping[str, str], known: Mapping[str, Any]) -> list[dict[str, str]]:
+        """Every value of every variable on top of `params`: the single changes not measured yet, valid,
+        not refused."""
         out, seen = [], set(known)
         center = self.space.complete(params)
         for var in self.space.variables:
-            if only is not None and var.name != only:
-                continue
             for value in var.values:
                 if value == center.get(var.name):
                     continue
@@ -657,8 +717,6 @@ class TuneStudy:
                     continue
                 seen.add(key)
                 out.append(cand)
-        out.sort(key=lambda c: -max((promise.get((k, v), 0.0) for k, v in c.items() if center.get(k) != v),
-                                    default=0.0))
         return out
 
     def _joint_plan(self, survivors: list[str], known: Mapping[str, Any], left: int) -> list[dict[str, str]] | None:
@@ -838,13 +896,22 @@ class TuneStudy:
         step = len(o.scores) - 1
         trial.report(statistics.fmean(o.scores), step)
         more = len(o.scores) < self.cfg.repeats
-        if more and trial.should_prune():
+        from ncdoc.tuner.pruning import Z as Z_STOP
+
+        # Screening reads a value against NCCL's defaults (its floor), everything else against the best so far.
+        screening = trial.user_attrs.get(A_STAGE) == "screen"
+        worse = (statistics.fmean(o.scores) < o.floor - Z_STOP * self.noise / math.sqrt(len(o.scores))) if screening \
+            else trial.should_prune()
+        if more and worse:
             trial.set_user_attr(A_SCORES, list(o.scores))
-            trial.set_user_attr(A_STOPPED, f"stopped after {len(o.scores)} run(s): clearly worse than the best so far")
+            trial.set_user_attr(A_STOPPED, f"stopped after {len(o.scores)} run(s): clearly worse than "
+                                + ("NCCL's defaults" if screening else "the best so far"))
             self._tell(trial, state=TrialState.PRUNED)
             return None
         if more and statistics.fmean(o.scores) < o.floor:
             more = False                          # nothing to gain: a second run would not change the verdict
+        if not more and len(o.scores) < self.cfg.repeats + RACE_RUNS and self._contender(trial, o.scores):
+            more = True                           # too close to the best to tell apart yet: run it again
         if more:
             key = f"trial-{trial.number}-r{len(o.scores)}"
             self.measurements += 1
@@ -873,10 +940,28 @@ class TuneStudy:
                 self._interrupt(trial)
             self._mine.pop(number, None)
 
+    def _contender(self, trial: Any, scores: list[float]) -> bool:
+        """Is a trial with these runs within one standard error of the best estimate (either side)?"""
+        if trial.user_attrs.get(A_STAGE) == "screen" or not self._done:
+            return False
+        est = shrunk([m for m, _ in self._done], [n for _, n in self._done], self.noise)
+        i = max(range(len(est)), key=lambda j: est[j])
+        se = self.noise * math.sqrt(1 / len(scores) + 1 / self._done[i][1])
+        return abs(statistics.fmean(scores) - est[i]) < se
+
     def _worth_repeating(self, trial: Any, known: Mapping[str, Any]) -> float:
         """The mean a trial's first run must reach to get a second: half of --min-gain over the
         baseline; for a change tried on top of the best so far, that point's own score less half the
-        noise (a small real step up often looks like none after one run)."""
+        noise (a small real step up often looks like none after one run); for a screened value, the
+        score of NCCL's defaults, whose own trial always gets both runs."""
+        if all(v == UNSET for v in trial.params.values()):
+            return -math.inf                      # NCCL's defaults: what every screened value is read against
+        if trial.user_attrs.get(A_STAGE) == "screen":
+            # Screening measures an effect against NCCL's defaults, not a contender against the best:
+            # a value gets its second run when its first did at least as well as the defaults.
+            from ncdoc.tuner.effects import alone
+            ref, _ = alone(self.records())
+            return statistics.fmean(ref) if ref else 0.0
         floor = math.log1p(self.cfg.min_gain) / 2
         center = trial.user_attrs.get(A_CENTER)
         if center is not None and center in known:
