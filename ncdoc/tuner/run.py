@@ -501,7 +501,7 @@ def _tune(opts: TuneOptions, prog: Any, backend: Backend) -> TuneResult:
         records = study.records()
         base_buckets = baseline["buckets"]
         noise = study.noise
-        ranked = ranked_trials(records, noise)
+        ranked = ranked_trials(records, noise, space)
         cands = _candidates(ranked, trial_base, opts.top_k, study.useful_variables(), records=records, noise=noise,
                             space=space)
         common = dict(trial_base=trial_base, profile=profile, baseline_buckets=base_buckets, pairs=opts.confirm_pairs,
@@ -611,7 +611,7 @@ def _tune(opts: TuneOptions, prog: Any, backend: Backend) -> TuneResult:
     complete = [r for r in records if r.state == "complete" and r.duplicate_of is None]
     stopped = [r for r in records if r.state == "stopped" and r.duplicate_of is None]
     failed = [r for r in records if r.state == "failed" and r.duplicate_of is None and not r.reason.startswith("interrupted")]
-    best = incumbent(records, noise)
+    best = incumbent(records, noise, space)
     unset = tuple(k for k in base_env if k not in env)
     result = TuneResult(
         out_dir=str(out_dir), study_name=opts.study_name, storage_display=display, sampler=opts.sampler,

@@ -1,4 +1,4 @@
-"""The Optuna study: storage, baseline, screening, refinement, the joint search over an executor, resume.
+"""The Optuna study: storage, baseline, screening, combination, refinement, the joint search, resume.
 
 The objective of a trial is exp(weighted mean over workload buckets of log(busbw / baseline
 busbw)): 1.0 is the baseline (the environment jobs run with today), 1.10 is 10 % better. Each
@@ -7,28 +7,37 @@ repeat of a trial is one job; per size the median over repeats counts.
 The search runs in stages, all of them Optuna trials in the one study (so a killed driver
 resumes where it stopped):
 
-1. NCCL's defaults, then the space's known-good starting points.
+1. NCCL's defaults (both runs: every screened value is read against them), then the space's
+   known-good starting points.
 2. Screening: each variable's values alone from the baseline (the values its `screen:` names,
-   else every value). A variable whose values all stay within noise of the baseline is not a
-   survivor; its children (conditional variables) go with it. A value that failed alone is not
-   run again on top of anything else.
-3. Refinement: from the point with the best estimate, one variable at a time, every value of it on
-   top of that point, which moves as soon as something looks better; survivors first (conditional
-   children before values already seen), then the rest in the space's order, since a variable that
-   did nothing alone may matter on top of what helped. Rounds until one moves nothing (at most 3).
-4. The joint search over the survivors: their unmeasured combinations, best-looking first, when
+   else every value); a value gets its second run when its first did at least as well as the
+   defaults, and stops when clearly worse. A variable whose values all stay within noise of the
+   baseline is not a survivor; its children (conditional variables) go with it. A value that
+   failed alone is not run again on top of anything else.
+3. The combination: each variable at the value screening estimates best for it, all together.
+   The values of a variable are read together (ncdoc.tuner.effects: a smooth curve along ordered
+   values such as QPs and buffer sizes), so an effect the size of the noise, invisible in one run
+   of one value, can show in the trend of several.
+4. Refinement: single changes to the point with the best estimate, the one the model
+   (ncdoc.tuner.model) expects most from first (expected improvement over that point), one at a
+   time or as many as there are node groups, until no single change is expected to gain.
+5. The joint search over the survivors: their unmeasured combinations, best-looking first, when
    they fit the budget, else the sampler (TPE by default) over the survivors only; then the close
    contenders are measured again with new runs.
-5. The sampler over the whole space; a configuration that takes the lead on fewer runs than the
+6. The sampler over the whole space; a configuration that takes the lead on fewer runs than the
    recommendation is measured again before it takes over.
 Early stopping throughout (an Optuna pruner with the repeat as its step): a trial clearly worse
 than the incumbent after its first run stops there, and one with nothing to gain (no better than
-the point it was tried on) is not repeated. Every `rebaseline_every` trials the baseline is
-measured again; a drift beyond three standard errors is taken out of later scores.
+the point it was tried on) is not repeated; one too close to the best to tell apart gets up to
+RACE_RUNS runs more than --repeats. Every `rebaseline_every` trials the baseline is measured
+again; a drift beyond three standard errors is taken out of later scores.
 
-The incumbent (what the study would recommend now) is chosen by shrunk estimates pooling every
-run of a configuration (ncdoc.tuner.stats.shrunk), not by the single luckiest score, and a
-challenger takes over only with as many runs or a clear lead (see `incumbent`).
+The incumbent (what the study would recommend now) is chosen by the model's estimates, which pool
+every run of a configuration and what related configurations measured (a variable's effect is
+learned from every configuration that sets it), not by the single luckiest score; a challenger
+takes over only when the model puts it ahead by a standard deviation of the difference (see
+`incumbent`). Without a space (or with fewer than three configurations) each configuration's
+mean is shrunk towards the average (ncdoc.tuner.stats.shrunk).
 
 Failures the setting itself causes (NCCL refused it, crashed, hung) are stored as PRUNED with
 the reason in the user attribute ncdoc.failed: Optuna's samplers ignore FAIL trials and would
