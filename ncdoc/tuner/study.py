@@ -35,8 +35,8 @@ again; a drift beyond three standard errors is taken out of later scores.
 The incumbent (what the study would recommend now) is chosen by the model's estimates, which pool
 every run of a configuration and what related configurations measured (a variable's effect is
 learned from every configuration that sets it), not by the single luckiest score; a challenger
-takes over only when the model puts it ahead by a standard deviation of the difference (see
-`incumbent`). Without a space (or with fewer than three configurations) each configuration's
+takes over only when the model puts it ahead by a quarter of a standard deviation of the
+difference (see `incumbent`). Without a space (or with fewer than three configurations) each configuration's
 mean is shrunk towards the average (ncdoc.tuner.stats.shrunk).
 
 Failures the setting itself causes (NCCL refused it, crashed, hung) are stored as PRUNED with
@@ -78,7 +78,7 @@ INTERRUPTED = "interrupted"
 SETTING_FAILURES = ("init", "call", "crash", "hang", "timeout")
 METRIC_NAME = "busbw_vs_baseline"   # a trial's score: its busbw over the baseline's, weighted by the profile
 MIN_EI = 0.02                 # ... until no single change is expected to gain this share of the noise
-SWITCH_Z = 0.5                # the recommendation changes for a challenger this many sd ahead (model)
+SWITCH_Z = 0.25               # the recommendation changes for a challenger this many sd ahead (model)
 RACE_RUNS = 2                 # runs beyond --repeats a trial too close to the best to call may take
 DEFAULT_NOISE = 0.02          # log-score spread assumed until the baseline's own repeats say otherwise
 _STAGE_OF = {"joint": "joint", "joint-search": "joint", "refine": "refine", "remeasure": "remeasure",
@@ -180,8 +180,9 @@ def incumbent(records: list[TrialRecord], noise: float,
 
     Replayed in trial order, so a late lucky run does not displace a configuration that more runs
     support (the winner's curse of a long noisy study). With the `space` (the model's estimates), a
-    challenger takes over when the model gives it an 84 % chance of being better (ahead by one
-    standard deviation of the difference); without, when its estimate is ahead and it has had at
+    challenger takes over when the model gives it a 60 % chance of being better (ahead by a quarter
+    of a standard deviation of the difference: the model's estimates are shrunk already, and a
+    stricter bar keeps an early incumbent against points later runs favour); without, when its estimate is ahead and it has had at
     least as many runs, or when it is ahead by one standard error of their difference."""
     ordered = sorted(records, key=lambda r: r.number)
     model = fit_model(ordered, noise, space) if space is not None else None   # one covariance for the replay
