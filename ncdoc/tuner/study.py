@@ -79,6 +79,10 @@ SETTING_FAILURES = ("init", "call", "crash", "hang", "timeout")
 METRIC_NAME = "busbw_vs_baseline"   # a trial's score: its busbw over the baseline's, weighted by the profile
 MIN_EI = 0.02                 # ... until no single change is expected to gain this share of the noise
 SWITCH_Z = 0.25               # the recommendation changes for a challenger this many sd ahead (model)
+# Refinement exploits what the model knows: its spread for an unmeasured single change is mostly the
+# prior's allowance for interactions, the same for every variable (flat or not), so at full width the
+# expected improvement chases variables screening found flat. Exploring is the later stages' job.
+REFINE_SD = 0.25              # share of the model's standard deviation refinement's expected improvement uses
 RACE_RUNS = 2                 # runs beyond --repeats a trial too close to the best to call may take
 DEFAULT_NOISE = 0.02          # log-score spread assumed until the baseline's own repeats say otherwise
 _STAGE_OF = {"joint": "joint", "joint-search": "joint", "refine": "refine", "remeasure": "remeasure",
@@ -634,8 +638,8 @@ class TuneStudy:
 
     def _refine_plan(self, known: Mapping[str, Any]) -> list[dict[str, str]]:
         """The single changes to the best point the model expects most from (expected improvement
-        over that point's estimate), as many as there are node groups; none when nothing is
-        expected to gain more than a few hundredths of the noise."""
+        over that point's estimate, with REFINE_SD of the model's spread), as many as there are node
+        groups; none when nothing is expected to gain more than a few hundredths of the noise."""
         records = self.records()
         model = fit_model(records, self.noise, self.space)
         ranked = ranked_trials(records, self.noise, self.space, model, conditioned=True)
@@ -649,6 +653,7 @@ class TuneStudy:
         mean, sd = model.predict(cands)
         scored = []
         for c, m, s in zip(cands, mean, sd):
+            s *= REFINE_SD
             gain = m - top
             if s <= 1e-9:
                 ei = max(0.0, gain)
