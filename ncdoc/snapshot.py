@@ -391,13 +391,25 @@ class Snapshot:
 
     # -- convenience lookups used by topology and rules
     def hca(self, name: str) -> Hca | None:
-        return next((h for h in self.hcas.hcas if h.name == name), None)
+        return self._by("_hca_index", self.hcas.hcas, "name").get(name)
 
     def netif(self, name: str) -> NetIf | None:
-        return next((n for n in self.net.interfaces if n.name == name), None)
+        return self._by("_netif_index", self.net.interfaces, "name").get(name)
 
     def pci_device(self, address: str) -> PciDevice | None:
-        return next((d for d in self.pci.devices if d.address == address), None)
+        return self._by("_pci_index", self.pci.devices, "address").get(address)
+
+    def _by(self, slot: str, items: tuple, key: str) -> dict:
+        # The checks look devices up by name or address hundreds of times on a big node: each table
+        # is indexed once, on first use, and kept beside the fields (not one: equality, hashing,
+        # repr and the JSON leave it out). The first item of a name wins, as a search from the front.
+        index = self.__dict__.get(slot)
+        if index is None:
+            index = {}
+            for item in items:
+                index.setdefault(getattr(item, key), item)
+            self.__dict__[slot] = index
+        return index
 
     def replace(self, **changes) -> "Snapshot":
         return _record.replace(self, **changes)

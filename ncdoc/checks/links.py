@@ -229,7 +229,7 @@ def roce_mtu_mismatch(ctx: Context):
 
 def _gts(speed: str | None) -> float | None:
     s = (speed or "").lstrip()                             # regex \s*([\d.]+)\s*GT/s at the start
-    number = _leading(s, lambda c: c == "." or is_digits(c))
+    number = s[:len(s) - len(s.lstrip("0123456789."))]
     value = float_or_none(number) if number else None      # "1.2.3" or 400 digits: no speed
     return value if value is not None and s[len(number):].lstrip().startswith("GT/s") else None
 
@@ -244,8 +244,11 @@ def pcie_link_degraded(ctx: Context):
             continue            # GPUs and RDMA NICs: management NICs are not NCCL's business
         narrow = d.link_width and d.max_link_width and d.link_width < d.max_link_width
         # GPUs drop their PCIe speed when idle (power saving); only NICs are judged on speed
-        slow = d.kind == "nic" and _gts(d.link_speed) and _gts(d.max_link_speed) and \
-            _gts(d.link_speed) < _gts(d.max_link_speed)
+        if d.kind == "nic":
+            now_gts, max_gts = _gts(d.link_speed), _gts(d.max_link_speed)
+            slow = now_gts and max_gts and now_gts < max_gts
+        else:
+            slow = False
         if narrow or slow:
             now = f"x{d.link_width} {d.link_speed or '?'}"
             cap = f"x{d.max_link_width} {d.max_link_speed or '?'}"
