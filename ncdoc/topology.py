@@ -32,10 +32,22 @@ PATH_TYPES = ("X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS")  # order of closene
 _SAME_NUMA = ("PIX", "PXB", "PHB", "NODE")  # every one of these implies both ends share a NUMA node
 
 
+_RANKS: dict = {}       # path text -> rank: rails and rules rank the same few texts hundreds of times
+
+
 def path_rank(p: str) -> int:
     """Closeness rank of a path string: X 0, NV# 1, PIX 2 ... SYS 6; anything else 99."""
     if not isinstance(p, str):
         return 99
+    rank = _RANKS.get(p)
+    if rank is None:
+        rank = _rank(p)
+        if len(_RANKS) < 256:
+            _RANKS[p] = rank
+    return rank
+
+
+def _rank(p: str) -> int:
     s = p.strip().upper()
     if s == "SOC":  # pre-2018 nvidia-smi name for SYS
         s = "SYS"
@@ -265,35 +277,41 @@ class _Tree:
     """Ancestor chains of PCI devices and the switch each bridge belongs to."""
 
     def __init__(self, devices):
-        self.devs = {normalize_bus_id(d.address): d for d in devices}
+        self.devs = devs = {normalize_bus_id(d.address): d for d in devices}
+        # each device's upstream, normalized once: the chains below walk it for every device
+        up: dict[str, str | None] = {}
+        for addr, d in devs.items():
+            p = d.parent
+            if p is not None:
+                n = normalize_bus_id(p)
+                p = n if n in devs else p
+            up[addr] = p
+        self._up = up
         self._chains: dict[str, tuple[list[str], str | None]] = {}
         self._chain_sets: dict[str, set[str]] = {}    # path() compares every endpoint pair's chains
         self._units: dict[str, str] = {}
-        self.host_numa: dict[str, int | None] = {}
         seen: dict[str, set[int]] = {}
-        for addr, d in self.devs.items():
+        for addr, d in devs.items():
             _, host = self.chain(addr)
             if host is not None and d.numa_node is not None and d.numa_node >= 0:
                 seen.setdefault(host, set()).add(d.numa_node)
         self.host_numa = {h: next(iter(s)) for h, s in seen.items() if len(s) == 1}
 
     def parent(self, addr: str) -> str | None:
-        p = self.devs[addr].parent
-        if p is None:
-            return None
-        n = normalize_bus_id(p)
-        return n if n in self.devs else p
+        return self._up[addr]
 
     def chain(self, addr: str) -> tuple[list[str], str | None]:
         """Bridges above `addr`, nearest first, and the host bridge (the first non-device above)."""
-        if addr not in self._chains:
+        got = self._chains.get(addr)
+        if got is None:
+            devs, up = self.devs, self._up
             out: list[str] = []
-            p = self.parent(addr)
-            while p is not None and p in self.devs and p not in out and p != addr:
+            p = up[addr]
+            while p is not None and p in devs and p not in out and p != addr:
                 out.append(p)
-                p = self.parent(p)
-            self._chains[addr] = (out, None if p in self.devs else p)
-        return self._chains[addr]
+                p = up[p]
+            got = self._chains[addr] = (out, None if p in devs else p)
+        return got
 
     def unit(self, bridge: str) -> str:
         """The PCIe switch (or root port) a bridge is part of: ports of one switch share a unit."""
@@ -326,12 +344,17 @@ class _Tree:
                 return None  # a device whose upstream is not recorded
             if ha != hb:
                 return ""
-        i = next((k for k, x in enumerate(ca) if x in in_b), None)
-        if i is None:
             return "PHB"
+        i = 0
+        while ca[i] not in in_b:        # the nearest bridge above both
+            i += 1
         j = cb.index(ca[i])
-        units = {self.unit(x) for x in ca[:i + 1] + cb[:j + 1]}
-        return "PIX" if len(units) == 1 else "PXB"
+        unit = self.unit
+        first = unit(ca[0])
+        for x in ca[1:i + 1] + cb[:j + 1]:
+            if unit(x) != first:
+                return "PXB"
+        return "PIX"
 
 
 def _nv_counts(gpus) -> dict[tuple[str, str], int]:
@@ -397,24 +420,28 @@ def _from_pci(snapshot: Snapshot) -> Topology:
     nv = _nv_counts(gpus)
     matrix: dict[str, dict[str, str]] = {e.label: {} for e in endpoints}
     unknown: list[tuple[tuple[int, int], str]] = []    # (where the pair's first label stands, ...), note
-    for i, x in enumerate(endpoints):
-        matrix[x.label][x.label] = "X"
-        for j in range(i + 1, len(endpoints)):   # every path below reads the same both ways
-            y = endpoints[j]
+    # what the pair loop reads of each endpoint, read once (20 endpoints make 190 pairs)
+    ends = [(e.label, e.kind == "gpu", e.pci, e.numa, e.pci in devs) for e in endpoints]
+    for i, (la, gpu_a, pa, na, tree_a) in enumerate(ends):
+        row = matrix[la]
+        row[la] = "X"
+        for j in range(i + 1, len(ends)):   # every path below reads the same both ways
+            lb, gpu_b, pb, nb, tree_b = ends[j]
             p = None
-            if x.kind == y.kind == "gpu" and (k := nv.get((x.pci, y.pci))):
+            if gpu_a and gpu_b and (k := nv.get((pa, pb))):
                 p = f"NV{k}"
-            elif x.pci in devs and y.pci in devs:
-                p = tree.path(x.pci, y.pci)
+            elif tree_a and tree_b:
+                p = tree.path(pa, pb)
                 if p == "":  # different host bridges
-                    p = _numa_path(x.numa, y.numa, n_numa)
-                elif p is None and x.numa is not None and y.numa is not None and x.numa != y.numa:
+                    p = _numa_path(na, nb, n_numa)
+                elif p is None and na is not None and nb is not None and na != nb:
                     p = "SYS"
-            elif x.numa is not None and y.numa is not None and x.numa != y.numa:
+            elif na is not None and nb is not None and na != nb:
                 p = "SYS"  # not in the tree, but NUMA alone settles it
             if p:
-                matrix[x.label][y.label] = matrix[y.label][x.label] = p
+                row[lb] = matrix[lb][la] = p
             else:
+                x, y = endpoints[i], endpoints[j]
                 (ka, a), (kb, b) = sorted(((i, x), (j, y)), key=lambda t: t[1].label)
                 where = "not in the PCI tree" if not (x.pci in devs and y.pci in devs) else "NUMA node unknown"
                 unknown.append(((ka, kb), f"{a.label}-{b.label}: path unknown ({where})"))
