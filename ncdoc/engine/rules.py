@@ -133,11 +133,21 @@ del _name
 def reads_node(rule: Rule) -> bool:
     """Whether `rule` can judge a node without a job's output: no rule-level need only a run meets,
     and some check (or its condition) that needs none either."""
-    if any(n in RUN_NEEDS for n in rule.needs):
-        return False
+    # loops, not any() over generators: this runs for every rule on every check
+    for n in rule.needs:
+        if n in RUN_NEEDS:
+            return False
     if not rule.checks:
         return True
-    return any(not any(n in RUN_NEEDS for n in rule.check_gate(c)[0]) for c in rule.checks)
+    per_check = rule.per_check
+    for c in rule.checks:
+        own = per_check.get(c)
+        for n in (own.get("needs", ()) if own else ()):
+            if n in RUN_NEEDS:
+                break
+        else:
+            return True
+    return False
 
 
 def node_rules(rules: Iterable[Rule]) -> list[Rule]:
@@ -179,6 +189,7 @@ class Context:
         self._topology = _UNSET
         self._job_span = _UNSET
         self._env_map: dict | None = None
+        self._missing: dict[str, str | None] = {}
         self.findings: tuple[Finding, ...] = ()    # for a fallback rule: what the other rules reported
 
     def seeing(self, findings: Iterable[Finding]) -> Context:
@@ -249,7 +260,15 @@ class Context:
                 raise Skip(why)
 
     def missing(self, need: str) -> str | None:
-        """Why fact `need` is unavailable, or None when it is there."""
+        """Why fact `need` is unavailable, or None when it is there. Asked for every need of every rule
+        (twice: which checks to import, then the run), so each answer is kept: the facts do not change."""
+        known = self._missing
+        if need in known:
+            return known[need]
+        why = known[need] = self._missing_now(need)
+        return why
+
+    def _missing_now(self, need: str) -> str | None:
         if need in _RUN_EVIDENCE:
             kind, what = _RUN_EVIDENCE[need]
             return None if self.evidence.get(kind) else f"no {what} given"
