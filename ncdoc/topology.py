@@ -336,9 +336,12 @@ class _Tree:
 
     def path(self, a: str, b: str) -> str | None:
         """PIX/PXB/PHB when a and b share a host bridge; "" for different host bridges; None unknown."""
-        ca, ha = self.chain(a)
-        cb, hb = self.chain(b)
-        in_b = self._chain_set(b)
+        chains = self._chains            # every device's chain was made with the tree
+        ca, ha = chains[a] if a in chains else self.chain(a)
+        cb, hb = chains[b] if b in chains else self.chain(b)
+        in_b = self._chain_sets.get(b)
+        if in_b is None:
+            in_b = self._chain_set(b)
         if in_b.isdisjoint(ca):
             if ha is None or hb is None:
                 return None  # a device whose upstream is not recorded

@@ -49,19 +49,17 @@ def _parse_type(text: str, namespace):
 def _split_top(text: str, sep: str) -> list[str]:
     if "[" not in text:            # most annotations: no nesting to keep whole
         return [p.strip() for p in text.split(sep)]
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch == "[":
-            depth += 1
-        elif ch == "]":
-            depth -= 1
-        if ch == sep and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    out.append(cur)
-    return [p.strip() for p in out]
+    # split at every `sep`, then join back the pieces a bracket left open (its `sep` is inside it)
+    out, depth, cur = [], 0, None
+    for piece in text.split(sep):
+        cur = piece if cur is None else cur + sep + piece
+        depth += piece.count("[") - piece.count("]")
+        if depth == 0:
+            out.append(cur.strip())
+            cur = None
+    if cur is not None:
+        out.append(cur.strip())
+    return out
 
 
 _CONVERTERS: dict = {}
