@@ -97,17 +97,17 @@ def _build_converter(tp):
                 raise TypeError(f"{cls.__name__}: expected an object, got {type(data).__name__}")
             obj = new(cls) if len(data) == whole else None
             kw = obj.__dict__ if obj is not None else {}
+            kw.update(data)         # copied whole (one C-level copy); only the values to convert are set again
             for k, v in data.items():
                 spec = convs.get(k)
                 if spec is None:
                     if k not in fields:
                         raise KeyError(f"{cls.__name__}: unknown field(s) {_shown(sorted(set(data) - set(fields)))}")
-                    spec = convs[k] = _field_spec(_parse_type(fields[k].type, sys.modules[cls.__module__]))
+                    spec = convs[k] = _spec_of(fields[k].type, cls.__module__)
                 plain, optional, c = spec
                 if (type(v) is plain and (plain is not int or -_MAX_INT < v < _MAX_INT)) or (v is None and optional):
-                    kw[k] = v
-                else:
-                    kw[k] = c(v)
+                    continue
+                kw[k] = c(v)
             return obj if obj is not None else build(cls, kw)
         return record
     # lists and objects of plain values (addresses, netdev names, error counters) are checked by type in
@@ -137,6 +137,17 @@ def _build_converter(tp):
 
 
 _PLAIN = {"str": str, "int": int, "bool": bool}   # scalars JSON gives as they are (float may need int -> float)
+
+
+_SPECS: dict = {}       # (module, annotation) -> field spec: "str | None" is the type of a hundred fields
+
+
+def _spec_of(type_text: str, module: str):
+    key = (module, type_text)
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = _SPECS[key] = _field_spec(_parse_type(type_text, sys.modules[module]))
+    return spec
 
 
 def _field_spec(tp):
