@@ -95,6 +95,22 @@ def find_interfaces(interfaces, ifname: str | None, *, comm_id: str | None = Non
 
     The bootstrap uses the first one; the Socket transport uses all (up to 16).
     """
+    key = (ifname, comm_id, family, version)
+    kept = _FOUND.get(key)
+    if kept is not None and kept[0] is interfaces:
+        return list(kept[1]), kept[2]
+    found, how = _find_interfaces(interfaces, ifname, comm_id, family, version)
+    if type(interfaces) is tuple:       # as for _SELECTED: a snapshot's interfaces, asked by several rules
+        if len(_FOUND) >= 32:
+            _FOUND.clear()
+        _FOUND[key] = (interfaces, tuple(found), how)
+    return found, how
+
+
+_FOUND: dict = {}
+
+
+def _find_interfaces(interfaces, ifname, comm_id, family, version) -> tuple[list, str]:
     cands = [n for n in interfaces if usable(n, version, family)]
     if ifname is not None and len(ifname) > 1:
         lst = parse_list(ifname, max_entries=16, version=version)
@@ -164,6 +180,10 @@ def selected_ports(hcas, ib_hca: str | None, version: str | None, *, active_only
 
     unknown_state: also keep ports whose state is not known (pasted GID tables, partial evidence).
     """
+    key = (ib_hca, version, active_only, unknown_state)
+    kept = _SELECTED.get(key)
+    if kept is not None and kept[0] is hcas:
+        return list(kept[1])
     lst = ib_list(ib_hca, version)
     out = []
     for h in hcas:
@@ -174,7 +194,17 @@ def selected_ports(hcas, ib_hca: str | None, version: str | None, *, active_only
                 continue
             if lst.matches(h.name, p.num):
                 out.append((h, p))
+    if type(hcas) is tuple:             # a snapshot's (immutable) HCAs: the next rule asking gets this answer
+        if len(_SELECTED) >= 32:
+            _SELECTED.clear()
+        _SELECTED[key] = (hcas, tuple(out))
     return out
+
+
+# (NCCL_IB_HCA, version, flags) -> (the HCAs asked about, the ports chosen): a check asks the same
+# question in a dozen rules. Kept only for a tuple of HCAs (a snapshot's, which cannot change) and
+# only while it is the very tuple asked about again; each caller gets its own list.
+_SELECTED: dict = {}
 
 
 # ---------------------------------------------------------------- RoCE GID choice
