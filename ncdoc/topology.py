@@ -100,8 +100,20 @@ def normalize_bus_id(bus_id: str | None) -> str | None:
     return out
 
 
+_NATURAL_KEYS: dict = {}     # name -> key: the same dozen device names are sorted by several rules
+
+
 def natural_key(name: str) -> list:
     """Sort key putting mlx5_2 before mlx5_10: runs of ASCII digits as numbers, the rest as text."""
+    key = _NATURAL_KEYS.get(name)
+    if key is None:
+        key = _natural_key(name)
+        if len(_NATURAL_KEYS) < 1024 and len(name) <= 64:
+            _NATURAL_KEYS[name] = key
+    return list(key)
+
+
+def _natural_key(name: str) -> tuple:
     out = []
     i, n = 0, len(name)
     while i < n:
@@ -113,7 +125,7 @@ def natural_key(name: str) -> list:
         # a run past 20 digits sorts after every real number (int() of it would cost, or fail past 4,300)
         out.append(((0, int(t), "") if len(t) <= 20 else (0, 10 ** 20 + len(t), t)) if digit else (1, 0, t))
         i = j
-    return out
+    return tuple(out)
 
 
 _DIGITS = frozenset("0123456789")
@@ -366,20 +378,24 @@ def _nv_counts(gpus) -> dict[tuple[str, str], int]:
     direct: dict[tuple[str, str], int] = {}
     for g in gpus:
         a = normalize_bus_id(g.pci_bus_id) or g.pci_bus_id
-        switch_links[a] = sum(1 for l in g.nvlinks if l.active and l.remote_type == "switch")
+        to_switch = 0
         for l in g.nvlinks:
-            if l.active and l.remote_type == "gpu" and l.remote_pci:
-                key = (a, normalize_bus_id(l.remote_pci) or l.remote_pci)
-                direct[key] = direct.get(key, 0) + 1
+            if l.active:
+                remote = l.remote_type
+                if remote == "switch":
+                    to_switch += 1
+                elif remote == "gpu" and l.remote_pci:
+                    key = (a, normalize_bus_id(l.remote_pci) or l.remote_pci)
+                    direct[key] = direct.get(key, 0) + 1
+        switch_links[a] = to_switch
     out: dict[tuple[str, str], int] = {}
-    addrs = list(switch_links)
-    for a in addrs:
-        for b in addrs:
+    for a, sa in switch_links.items():
+        for b, sb in switch_links.items():
             if a == b:
                 continue
-            k = max(direct.get((a, b), 0), direct.get((b, a), 0))
-            if switch_links[a] and switch_links[b]:
-                k += min(switch_links[a], switch_links[b])
+            k = max(direct.get((a, b), 0), direct.get((b, a), 0)) if direct else 0
+            if sa and sb:
+                k += sa if sa < sb else sb
             if k:
                 out[(a, b)] = k
     return out
