@@ -153,12 +153,24 @@ class Topology:
     notes: tuple[str, ...] = ()                  # pairs left unknown and why
 
     def _label(self, name: str) -> str | None:
-        if name in self.matrix or any(e.label == name for e in self.endpoints):
-            return name
-        for e in self.endpoints:
-            if e.kind == "nic" and e.name == name:  # GPU names repeat; HCA names do not
-                return e.label
-        return next((lab for lab, n in self.nic_names.items() if n == name), None)
+        # rules ask for paths by label or HCA name hundreds of times: every name is indexed on first use,
+        # kept beside the fields as Snapshot's indexes are. Precedence: a label (of the matrix or an
+        # endpoint) is itself; else the first NIC of that name (GPU names repeat; HCA names do not);
+        # else the first nic_names entry naming it.
+        index = self.__dict__.get("_label_index")
+        if index is None:
+            index = {}
+            for lab in self.matrix:
+                index[lab] = lab
+            for e in self.endpoints:
+                index[e.label] = e.label
+            for e in self.endpoints:
+                if e.kind == "nic":
+                    index.setdefault(e.name, e.label)
+            for lab, n in self.nic_names.items():
+                index.setdefault(n, lab)
+            self.__dict__["_label_index"] = index
+        return index.get(name)
 
     def path(self, a: str, b: str) -> str | None:
         """Path type between two endpoints, by label ("GPU0", "NIC1") or HCA name ("mlx5_0")."""
