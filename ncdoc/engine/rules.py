@@ -321,7 +321,9 @@ def runnable_checks(ctx: Context, rules: Iterable[Rule]) -> set[str]:
     out: set[str] = set()
     for rule in rules:
         if rule.checks and blocked(ctx, rule.needs, rule.only_if_set) is None:
-            out.update(c for c in rule.checks if blocked(ctx, *rule.check_gate(c)) is None)
+            for c in rule.checks:           # a loop, not a generator per rule: this runs on every check
+                if blocked(ctx, *rule.check_gate(c)) is None:
+                    out.add(c)
     return out
 
 
