@@ -124,14 +124,6 @@ class _DataclassFields:
         return built
 
 
-def _field(name: str, tp, default):
-    # Field(default) with its name and type, without Field.__init__'s keyword handling: a record
-    # decorator makes one per field of every record class at import (some 250 on the check path)
-    f = _new(Field)
-    f.name, f.type, f.default, f.default_factory = name, tp, default, _MISSING
-    return f
-
-
 _new = object.__new__
 
 
@@ -156,7 +148,11 @@ def record(cls=None, /, *, frozen: bool = True, **_ignored):
                 else:
                     setattr(c, name, f.default)
             else:
-                f = _field(name, tp, value)
+                # Field(value) with its name and type, made without Field.__init__'s keyword handling
+                # nor a call: the decorator makes one per field of every record class at import
+                # (some 250 on the check path)
+                f = _new(Field)
+                f.name, f.type, f.default, f.default_factory = name, tp, value, _MISSING
             by_name[name] = f
         # one pass over the fields for what every instance needs: a decorator runs for every record
         # class at import, some forty of them on the check path
