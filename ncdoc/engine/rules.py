@@ -423,6 +423,8 @@ def run_rules(ctx: Context, rules: Iterable[Rule], *, severity_overrides: Mappin
         outcomes[i] = found
     findings = [f for o in outcomes if type(o) is list for f in o]
     skipped = [o for o in outcomes if type(o) is Skipped]
-    stage_rank = {r.code: (STAGES.index(r.stage) if r.stage in STAGES else len(STAGES)) for r in rules}
-    findings.sort(key=lambda f: (stage_rank.get(f.code, len(STAGES)), -severity_rank(f.severity), f.code, f.subject))
+    if findings:                     # a clean node (most checks) has nothing to order
+        stage_rank = {r.code: (STAGES.index(r.stage) if r.stage in STAGES else len(STAGES)) for r in rules}
+        findings.sort(key=lambda f: (stage_rank.get(f.code, len(STAGES)), -severity_rank(f.severity), f.code,
+                                     f.subject))
     return Report(tuple(findings), tuple(skipped))
