@@ -213,7 +213,6 @@ class GateMeasurer:
         return Outcome(probe, row.busbw, None, evidence=(os.path.join(self.backend.log_dir, key),), algo=row.algo)
 
     def __call__(self, probes: Sequence[Any]) -> list[Any]:
-        import threading
         self.round += 1
         out: list[Any] = [None] * len(probes)
 
@@ -223,8 +222,7 @@ class GateMeasurer:
             except KeyboardInterrupt:    # the launcher was cancelled: the main thread re-raises
                 pass
 
-        threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(probes))]
-        _run_threads(self.backend, threads)
+        _run_threads(self.backend, work, len(probes))
         return out
 
 
@@ -232,7 +230,6 @@ def env_check(backend: Any, groups: Sequence[tuple[str, ...]], env: Mapping[str,
               timeout_s: float, log: Callable[[str], None]) -> tuple[dict[str, str], list[str], list[str]]:
     """(node -> why its NCCL env is off, variables no node's NCCL reported, notes): one short run per group
     (the trial shape) with today's env and `reach`, all groups at once."""
-    import threading
     want = {**env, **reach}
     results: list[Any] = [None] * len(groups)
 
@@ -243,8 +240,7 @@ def env_check(backend: Any, groups: Sequence[tuple[str, ...]], env: Mapping[str,
         except KeyboardInterrupt:
             pass
 
-    threads = [threading.Thread(target=work, args=(i,), daemon=True) for i in range(len(groups))]
-    _run_threads(backend, threads)
+    _run_threads(backend, work, len(groups))
     bad: dict[str, str] = {}
     notes: list[str] = []
     reported: set[str] = set()
@@ -283,20 +279,40 @@ def env_check(backend: Any, groups: Sequence[tuple[str, ...]], env: Mapping[str,
     return bad, never, notes
 
 
-def _run_threads(backend: Any, threads: Sequence[Any]) -> None:
-    """Start and join worker threads; Ctrl-C cancels the launches in flight (the launcher's event)."""
-    for t in threads:
-        t.start()
+def _run_threads(backend: Any, work: Callable[[int], None], n: int) -> None:
+    """work(0) ... work(n - 1), each in a thread of its own, waited for; Ctrl-C cancels the launches in flight
+    (the launcher's event) and waits for the threads to stop what they started before it goes on.
+
+    Each thread sets an Event when its work ends, and the waits are on those, never on Thread.join: a join
+    that Ctrl-C interrupts can leave a thread that is still running marked as stopped (CPython 3.11), so the
+    wait after the interrupt returned at once and a hung node's srun step was left running."""
+    import threading
+    done = [threading.Event() for _ in range(n)]
+
+    def run(i: int) -> None:
+        try:
+            work(i)
+        finally:
+            done[i].set()
+
+    started = 0
     try:
-        for t in threads:
-            while t.is_alive():
-                t.join(0.5)
+        for i in range(n):
+            threading.Thread(target=run, args=(i,), daemon=True).start()
+            started += 1
+        for ev in done:
+            while not ev.wait(0.5):
+                pass
     except KeyboardInterrupt:
+        for ev in done[started:]:          # never started: nothing to wait for
+            ev.set()
         cancel = backend.launcher().cancel
         cancel.set()
-        for t in threads:
-            t.join(60)
-        cancel.clear()
+        try:
+            for ev in done:
+                ev.wait(60)
+        finally:
+            cancel.clear()
         raise
 
 

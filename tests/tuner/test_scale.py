@@ -183,3 +183,35 @@ def test_health_gate_scales_are_checked():
     assert scale.parse_gate(None) == ("node", "pair") and scale.parse_gate("off") == ()
     with pytest.raises(UsageError, match="--health-gate 'rail'"):
         scale.parse_gate("rail")
+
+
+def test_ctrl_c_waits_for_each_thread_to_stop_what_it_launched():
+    # Ctrl-C while a node's run hangs in the health gate or the env check: the launcher is cancelled and
+    # the tune goes on only once every thread has stopped what it started. The wait used to be a
+    # Thread.join, which Ctrl-C left believing a running thread had stopped (CPython 3.11): the tune
+    # exited 130 and a hung node's srun step ran on.
+    import os
+    import signal
+    import time
+
+    cancel = threading.Event()
+    backend = SimpleNamespace(launcher=lambda: SimpleNamespace(cancel=cancel))
+    began, stopped = threading.Event(), []
+
+    def work(i):
+        if i == 1:                  # the hung node: its launch runs until the launcher is cancelled
+            began.set()
+            cancel.wait(60)
+            time.sleep(0.3)         # stopping it takes a while (srun's SIGINT, SIGINT escalation)
+        stopped.append(i)
+
+    def ctrl_c():
+        began.wait(60)
+        time.sleep(0.3)             # the main thread is waiting for the threads by now
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=ctrl_c, daemon=True).start()
+    with pytest.raises(KeyboardInterrupt):
+        scale._run_threads(backend, work, 2)
+    assert sorted(stopped) == [0, 1]           # nothing still running when the interrupt goes on
+    assert not cancel.is_set()                 # the launcher is usable again (a resumed study)
