@@ -127,3 +127,12 @@ SLOW_SIM_CLI = ("import sys, time\n"
                 "SimBackend.measure = slow\n"
                 "from ncdoc.cli.main import main\n"
                 "sys.exit(main(sys.argv[1:]))\n")
+
+
+def drain(executor) -> dict:
+    """Every result an executor still owes, by job key (waits until nothing is in flight)."""
+    out = {}
+    while executor.in_flight():
+        for res in executor.wait():
+            out[res.key] = res
+    return out

@@ -14,7 +14,7 @@ from ncdoc.tuner.profiles import get_profile
 from ncdoc.tuner.space_file import load_space
 from ncdoc.tuner.study import StudyConfig, TuneStudy, storage_for
 import tuner_toy
-from tuner_toy import BarrierBackend, EnvEchoBackend, ToyBackend
+from tuner_toy import BarrierBackend, EnvEchoBackend, ToyBackend, drain
 
 WORKLOAD = (("all_reduce", (1 << 20,)),)
 
@@ -31,14 +31,6 @@ def _job(key, env, timeout=30.0, steps=1):
     return Job(key, tuple(Step("trial", env, r) for r in range(steps)), WORKLOAD, timeout)
 
 
-def _drain(ex):
-    out = {}
-    while ex.in_flight():
-        for res in ex.wait():
-            out[res.key] = res
-    return out
-
-
 def _row(res):
     return res.measurements[0][1].results("all_reduce")[0]
 
@@ -51,9 +43,9 @@ def test_fresh_process_backends_get_one_worker_per_job_with_its_env(toy_by_value
     ex.submit(_job("b", {"NCCL_TOY_BW": "22"}))
     with pytest.raises(RuntimeError, match="no free node group"):
         ex.submit(_job("c", {}))
-    res = _drain(ex)
+    res = drain(ex)
     ex.submit(_job("c", {"NCCL_TOY_BW": "11"}))
-    res.update(_drain(ex))
+    res.update(drain(ex))
     ex.close()
     assert [_row(res[k]).busbw for k in "abc"] == [11.0, 22.0, 11.0]    # NCCL saw its env in the process
     assert len({_row(res[k]).algo for k in "abc"}) == 3                   # three worker processes
@@ -67,7 +59,7 @@ def test_other_backends_reuse_workers_and_get_the_env_as_an_argument(toy_by_valu
     res = {}
     for i in range(6):
         ex.submit(_job(f"j{i}", {"NCCL_TOY_BW": "11"}))
-        res.update(_drain(ex))
+        res.update(drain(ex))
     ex.close()
     rows = [_row(res[f"j{i}"]) for i in range(6)]
     assert all(r.busbw == 1.0 for r in rows)                # the worker's own environment is left alone
@@ -81,7 +73,7 @@ def test_groups_run_concurrently(toy_by_value, tmp_path):
     ex = RayExecutor(BarrierBackend(str(tmp_path), parties=2), groups=2)
     ex.submit(_job("a", {}, timeout=60.0))
     ex.submit(_job("b", {}, timeout=60.0))
-    res = _drain(ex)
+    res = drain(ex)
     ex.close()
     assert res["a"].ok and res["b"].ok, (res["a"].reason, res["b"].reason)
 
@@ -95,7 +87,7 @@ def test_the_time_limit_counts_from_the_start_not_from_submission(toy_by_value):
     # The job cannot start before the blocker frees the group (4 s), longer than its own limit:
     ex.submit(_job("late", {}, timeout=0.5))
     assert dispatch.limit_s(_job("late", {}, timeout=0.5)) < 4.0
-    res = _drain(ex)["late"]
+    res = drain(ex)["late"]
     ex.close()
     ray.get(blocker)
     assert res.ok, res.reason
@@ -107,7 +99,7 @@ def test_a_job_that_never_starts_is_reported_as_such(toy_by_value, monkeypatch):
     ex = RayExecutor(ToyBackend(), groups=1)
     ex._free = ["ncdoc_nodegroup_99"]                       # a node group no Ray node offers
     ex.submit(_job("never", {}))
-    res = _drain(ex)["never"]
+    res = drain(ex)["never"]
     ex.close()
     assert not res.ok and res.kind == "start" and "did not start within 2 s" in res.reason
 
@@ -181,12 +173,12 @@ def test_gang_placement_group_path(toy_by_value):
     ex = RayExecutor(EnvEchoBackend(), groups=1, placement_groups=True)
     try:
         ex.submit(_job("pg", {"NCCL_TOY_BW": "3"}))
-        res = _drain(ex)["pg"]
+        res = drain(ex)["pg"]
         assert res.ok and _row(res).busbw == 3.0
         assert len(ex._hosts["ncdoc_nodegroup_0"]) == 1
     finally:
         ex.close()
     ex2 = RayExecutor(EnvEchoBackend(), groups=1)                         # the group's resource is free again
     ex2.submit(_job("after", {}))
-    assert _drain(ex2)["after"].ok
+    assert drain(ex2)["after"].ok
     ex2.close()

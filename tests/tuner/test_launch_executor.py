@@ -9,6 +9,7 @@ import pytest
 
 from ncdoc.tuner.backends import Measurement, SizeResult
 from ncdoc.tuner.dispatch import FULL, Job, LaunchExecutor, NodeGroup, Step, env_tuple, make_executor
+from tuner_toy import drain
 
 WORKLOAD = (("all_reduce", (1 << 20,)),)
 GROUPS = [NodeGroup("g0", ("n1", "n2")), NodeGroup("g1", ("n3", "n4"))]
@@ -44,14 +45,6 @@ def _job(key, hint=""):
     return Job(key, (Step("trial", env_tuple({}), 0),), WORKLOAD, 30.0, group_hint=hint)
 
 
-def _drain(ex):
-    out = {}
-    while ex.in_flight():
-        for res in ex.wait():
-            out[res.key] = res
-    return out
-
-
 def _where(res):
     return res.measurements[0][1].results("all_reduce")[0].algo
 
@@ -62,7 +55,7 @@ def test_jobs_on_two_groups_run_at_the_same_time_each_on_its_nodes():
     assert isinstance(ex, LaunchExecutor) and ex.slots == 2
     ex.submit(_job("a"))
     ex.submit(_job("b"))
-    res = _drain(ex)
+    res = drain(ex)
     assert res["a"].ok and res["b"].ok, (res["a"].reason, res["b"].reason)
     assert {_where(res["a"]), _where(res["b"])} == {"n1,n2", "n3,n4"} and {res["a"].group, res["b"].group} == {"g0", "g1"}
     assert res["a"].measurements[0][1].results("all_reduce")[0].proto == "a/00-trial-r0"    # the step's log key
@@ -75,7 +68,7 @@ def test_a_pinned_job_waits_for_its_group_and_a_full_scale_job_for_every_group()
     ex.submit(_job("x", "g1"))
     ex.submit(_job("y", "g1"))                  # g1 is busy: y waits although g0 is free
     ex.submit(_job("z", FULL))
-    res = _drain(ex)
+    res = drain(ex)
     assert _where(res["x"]) == _where(res["y"]) == "n3,n4"
     assert _where(res["z"]) == "n1,n2,n3,n4,n5" and res["z"].group == FULL
 
@@ -85,7 +78,7 @@ def test_a_groups_results_are_scaled_by_its_baseline_factors_full_scale_ones_not
     ex.set_factors({"g0": {("all_reduce", 1 << 20): 0.5}, "g1": {("all_reduce", 1 << 20): 2.0}})
     for key, hint in (("a", "g0"), ("b", "g1"), ("c", FULL)):
         ex.submit(_job(key, hint))
-    res = _drain(ex)
+    res = drain(ex)
     bw = {k: r.measurements[0][1].results("all_reduce")[0].busbw for k, r in res.items()}
     assert bw == {"a": 50.0, "b": 200.0, "c": 100.0}
 
@@ -99,7 +92,7 @@ def test_cancel_all_stops_the_launches_in_every_thread():
     assert not ex.in_flight() and not be.cancel.is_set()       # cleared for what comes next
     be.block = False
     ex.submit(_job("c"))                                       # the groups are free again
-    assert _drain(ex)["c"].ok
+    assert drain(ex)["c"].ok
 
 
 def test_a_group_left_out_is_not_used_again():
@@ -107,6 +100,6 @@ def test_a_group_left_out_is_not_used_again():
     ex.drop("g0")
     assert ex.slots == 1
     ex.submit(_job("a"))
-    assert _where(_drain(ex)["a"]) == "n3,n4"
+    assert _where(drain(ex)["a"]) == "n3,n4"
     with pytest.raises(Exception, match="no node group"):
         LaunchExecutor(Launched(), [])
