@@ -250,21 +250,31 @@ def env_check(backend: Any, groups: Sequence[tuple[str, ...]], env: Mapping[str,
         if r is None or v is None or not any(run.ok for run in r.runs):
             notes.append(f"env check on {', '.join(nodes)}: no run to judge ({getattr(r, 'reason', 'interrupted')})")
             continue
+
+        def node(host: str) -> str:
+            return node_of(host, nodes)
+
         for name in reach:
-            gone = set(v.env_missing.get(name, ()))
+            gone = {node(h) for h in v.env_missing.get(name, ())}
             missing.setdefault(name, set()).update(gone)
             if len(gone) < len(nodes):
                 reported.add(name)
         for name, hosts in v.env_wrong.items():
             for h, got in hosts.items():
-                bad.setdefault(h, f"env: {name}={want.get(name)} was set, its NCCL read {got!r}")
+                bad.setdefault(node(h), f"env: {name}={want.get(name)} was set, its NCCL read {got!r}")
         for name, seen in v.env_uneven.items():
             values = [x for x in seen.values()]
             common = max(set(values), key=values.count)
             for h, x in seen.items():
                 if x != common:
-                    bad.setdefault(h, f"env: {name} is {'unset' if x is None else repr(x)} there, "
-                                      f"{'unset' if common is None else repr(common)} on the others")
+                    bad.setdefault(node(h), f"env: {name} is {'unset' if x is None else repr(x)} there, "
+                                            f"{'unset' if common is None else repr(common)} on the others")
+        for h in [h for h in bad if h not in nodes and h not in sum(map(tuple, groups), ())]:
+            # NCCL printed a host name the launcher does not use and that maps to no node: the group is
+            # off, whichever of its nodes it was
+            why = bad.pop(h)
+            for n in nodes:
+                bad.setdefault(n, f"{why} (on host {h}, one of {', '.join(nodes)})")
     never = [n for n in reach if n not in reported and n in missing]
     for name in reach:
         if name in never:
@@ -277,6 +287,17 @@ def env_check(backend: Any, groups: Sequence[tuple[str, ...]], env: Mapping[str,
     for n, why in bad.items():
         log(f"health gate: {n}: {why}")
     return bad, never, notes
+
+
+def node_of(host: str, nodes: Sequence[str]) -> str:
+    """The launcher's name for the host NCCL printed in a log line of a run on `nodes` (the same name,
+    the short form of one, or the group's only node); else the host as printed."""
+    if host in nodes:
+        return host
+    short = [n for n in nodes if n.split(".")[0] == host.split(".")[0]]
+    if len(short) == 1:
+        return short[0]
+    return nodes[0] if len(nodes) == 1 else host
 
 
 def _run_threads(backend: Any, work: Callable[[int], None], n: int) -> None:

@@ -215,3 +215,10 @@ def test_ctrl_c_waits_for_each_thread_to_stop_what_it_launched():
         scale._run_threads(backend, work, 2)
     assert sorted(stopped) == [0, 1]           # nothing still running when the interrupt goes on
     assert not cancel.is_set()                 # the launcher is usable again (a resumed study)
+
+
+def test_the_host_nccl_printed_is_mapped_to_the_launchers_node_name():
+    assert scale.node_of("gpu01", ("gpu01", "gpu02")) == "gpu01"
+    assert scale.node_of("gpu01", ("gpu01.cluster", "gpu02.cluster")) == "gpu01.cluster"
+    assert scale.node_of("localhost", ("vm",)) == "vm"                  # one node: it is that one
+    assert scale.node_of("x", ("a", "b")) == "x"                         # unknown: the group is judged whole

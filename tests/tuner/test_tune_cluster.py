@@ -6,6 +6,7 @@ full-scale A/B)."""
 import json
 import os
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -147,3 +148,43 @@ def test_a_tune_through_the_ray_launcher(ray_runtime, tmp_path):
     assert res.scale["health_gate"]["bad_nodes"] == {}
     assert list((tmp_path / "out" / "trials").glob("trial-*/*/all_reduce.b0.log"))
     assert ray_runtime.is_initialized()                  # joined the running instance, left it running
+
+
+def test_ctrl_c_ends_the_remote_ranks_and_the_tune(tmp_path):
+    """Ctrl-C while a node's ranks hang (inside the health gate's round): srun's step is ended on every
+    node, the tune exits 130 saying how to resume, and no benchmark process is left."""
+    import signal
+    import subprocess
+    import time
+
+    env = _env(tmp_path, nodes="node[01-02]", faults={"nodes": 2, "faults": {"node02": {"perf": "hang"}}})
+    env["NCDOC_STANDIN_SNAPSHOT"] = str(SNAPSHOTS / "workstation-2gpu.json")
+    proc = subprocess.Popen([sys.executable, "-m", "ncdoc", "tune", "--backend", "nccl-tests", "--example",
+                             "workstation-2gpu", "--nodes", "1", "--gpus-per-node", "1", "--nccl-tests-dir", str(BIN),
+                             "--timeout", "300", "--iters", "20", "--out", str(tmp_path / "out")],
+                            env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not any(
+                isinstance(c, str) and c.startswith("all_reduce_perf") for c in standin_calls(tmp_path)):
+            assert proc.poll() is None, proc.stderr.read()[-2000:]
+            time.sleep(0.1)
+        time.sleep(0.5)                               # the ranks are up; node02's hang
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err[-2000:]
+    assert "--resume" in err and "Traceback" not in err
+    assert any(isinstance(c, str) and c.startswith("abort SIGINT twice") for c in standin_calls(tmp_path))
+    left = [p for p in Path("/proc").glob("[0-9]*") if str(BIN) in _cmdline(p)]
+    assert not left, [_cmdline(p) for p in left]
+
+
+def _cmdline(proc):
+    try:
+        return (proc / "cmdline").read_bytes().decode(errors="replace").replace("\0", " ")
+    except OSError:
+        return ""
