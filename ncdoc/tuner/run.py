@@ -354,6 +354,18 @@ def _tried(records: list[TrialRecord], space: SearchSpace) -> dict[str, dict[str
     return out
 
 
+def _reach_value(var: Any) -> str:
+    """The value the health gate's env check sets for a variable: of those screening tries, the one
+    nearest NCCL's default (octaves), the least likely to break a run; else the first."""
+    def distance(value: str) -> float:
+        try:
+            x = float(value)
+        except ValueError:
+            return math.inf
+        return abs(math.log2(x / var.default)) if var.default and x > 0 else math.inf
+    return min(var.screened, key=distance)
+
+
 def _observed(rows_by_collective: Any) -> dict:
     """NCCL's choices from summarised size rows ([size, busbw, algo, proto, channels] per collective)."""
     out: dict = {}
@@ -470,8 +482,7 @@ def _tune(opts: TuneOptions, prog: Any, backend: Backend) -> TuneResult:
     plan = None
     if hasattr(backend, "all_nodes") and opts.executor == "auto":
         # A real backend: node groups placed by topology, the health gate, a baseline per group (scale.py).
-        # The env check sets a value of every variable the search may set (its first screened one).
-        reach = {v.name: v.screened[0] for v in space.variables if not v.when and v.screened}
+        reach = {v.name: _reach_value(v) for v in space.variables if not v.when and v.screened}
         plan = scale.plan(backend, per_group=hw.nodes, max_groups=opts.groups, gate=scale.parse_gate(opts.health_gate),
                           topology_file=opts.topology, env=base_env, workload=profile.workload(), timeout_s=timeout,
                           log=log, reach=reach)

@@ -158,6 +158,7 @@ variables:
 """
 
 
+@pytest.mark.slow
 def test_a_whole_tune_with_the_standins(tmp_path):
     """A whole tune with the real backend on this machine: the 0-byte buffer hangs the stand-in (as
     NCCL would) and is ended by nccl-tests' own -T; the others are measured, re-measured and written."""
