@@ -112,9 +112,11 @@ def standins(waves: int) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--sleep", type=float, default=0.5)
-    ap.add_argument("--waves", type=int, default=4)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0].replace("\n", " "))
+    ap.add_argument("--sleep", type=float, default=0.5,
+                    help="part 1: seconds one job of a node group lasts (default 0.5)")
+    ap.add_argument("--waves", type=int, default=4,
+                    help="jobs per node group in each run, both parts (default 4)")
     args = ap.parse_args()
     dispatcher(args.sleep, args.waves)
     standins(args.waves)
