@@ -369,6 +369,29 @@ def first_agg(block: bytes, msg: bytes) -> tuple[int, int, bytes, bytes]:
     return (at, block.count(b"\n", 0, ls), block[max(ls, at - 259):at - 3], block[ls:le if le >= 0 else len(block)])
 
 
+def first_aggs(block: bytes, msgs) -> dict[bytes, tuple[int, int, bytes, bytes]]:
+    """first_agg of each of `msgs`, the newlines counted once between the lines in file order (first_agg counts
+    them from the block's start each time: a block's seventy new messages were seventy counts of 4 MiB)."""
+    found = []
+    for msg in msgs:
+        needle, end = b"NCCL INFO " + msg, 10 + len(msg)
+        at = block.find(needle)
+        while at >= 0 and block[at + end:at + end + 1] not in (b"\r", b"\n", b""):
+            at = block.find(needle, at + 1)
+        found.append((block.rfind(b"\n", 0, at) + 1, at, msg))
+    found.sort()
+    out = {}
+    count = block.count
+    line = counted = 0
+    for ls, at, msg in found:
+        line += count(b"\n", counted, ls)
+        counted = ls
+        le = block.find(b"\n", at)
+        at += 3
+        out[msg] = (at, line, block[max(ls, at - 259):at - 3], block[ls:le if le >= 0 else len(block)])
+    return out
+
+
 def first_tail(block: bytes, tail: bytes) -> tuple[int, bytes] | None:
     """(line, text) of the first channel line ending in " via " + `tail`."""
     needle = b" via " + tail
@@ -405,7 +428,7 @@ def prepare_transfer(bs: BlockScan, seen: "TransferMemo") -> BlockScan:
     (the reader applying it has read the rest of the range before, so it knows the others), the block dropped."""
     block = bs.block
     # a message too long to be a cache key is read again each time it is seen: its first line always goes along
-    bs.agg_first = {msg: first_agg(block, msg) for msg in bs.agg if seen.new_msg(msg) or len(msg) > CACHEABLE}
+    bs.agg_first = first_aggs(block, [msg for msg in bs.agg if seen.new_msg(msg) or len(msg) > CACHEABLE])
     bs.tail_first = {}
     off = False
     for tail in bs.tails:
@@ -493,6 +516,6 @@ def _markers() -> Markers:
 _LOG_PASSES = log_passes if _NATIVE is None else _native_passes
 _LINE_PASSES = line_passes if _NATIVE is None else _native_lines
 
-__all__ = ["BlockScan", "classify_block", "classify_log", "log_passes", "line_passes", "scan_events", "info_text", "first_agg", "first_tail", "gdr_off_channels",
+__all__ = ["BlockScan", "classify_block", "classify_log", "log_passes", "line_passes", "scan_events", "info_text", "first_agg", "first_aggs", "first_tail", "gdr_off_channels",
            "log_bytes", "prepare_transfer", "TransferMemo", "Markers", "INFO", "WARN", "FRAMEWORK", "LAST_ERROR", "RAS", "DIAG",
            "HOST", "HEAD_LINES", "FOLLOW_LINES", "LOOK_BACK"]

@@ -147,9 +147,16 @@ class LogScanner:
             st.recognised += n
             cached = msg_cache.get(msg)
             if cached is None:
-                fresh.append((self._first_agg(bs, msg), msg, n))
+                fresh.append((msg, n))
             elif cached is not _SEEN:
                 _apply(st, None, cached, n)
+        if not fresh:
+            return
+        if bs.agg_first is None:                     # classified here: the first lines of all found in one pass
+            firsts = B.first_aggs(self._block(bs), [msg for msg, _ in fresh])
+            fresh = [(firsts[msg], msg, n) for msg, n in fresh]
+        else:
+            fresh = [(self._first_agg(bs, msg), msg, n) for msg, n in fresh]
         for (_, line, raw, text), msg, n in sorted(fresh, key=lambda f: f[0][0]):
             got = self.pre_cache.get(raw) or self._prefix(raw)
             cached = handle_info(st, got[0], got[1], msg[:P.MAX_MESSAGE].decode("utf-8", "replace"),

@@ -149,8 +149,8 @@ def render(result, fmt: str = "text", *, color="auto", show_skipped: bool = Fals
            verbose: bool = False) -> str:
     """The triage report in `fmt`; colour (text only) resolved by ncdoc.output.color.use_color."""
     if fmt == "json":
-        import json
-        return json.dumps(result.to_dict(), indent=2, default=str) + "\n"
+        from ncdoc.startup.json_dump import dumps_indented     # json.dumps(indent=2, default=str)'s text
+        return dumps_indented(result.to_dict()) + "\n"
     from ncdoc.output import render as render_report
     facts = facts_summary(result.facts)
     if fmt == "markdown":
