@@ -107,7 +107,7 @@ def classify_block(block: bytes, bare: bool = False, markers: "Markers | None" =
     log_block = _bare_rewritten(block, other) if bare else block
     bs.block = log_block
     bs.tail, bs.short = log_block[-LOOK_BACK:], len(log_block) < LOOK_BACK
-    bs.tails, bs.agg, bs.events, warns, _ = _LOG_PASSES(log_block)
+    bs.tails, bs.agg, bs.events, warns, _ = _CLASSIFY_PASSES(log_block)
     other_at = {n for n, _ in other}
     bs.cont = _continuations(block, other, other_at)
     bs.test_plain = test_plain
@@ -150,9 +150,19 @@ def classify_log(block: bytes) -> BlockScan:
 def log_passes(block: bytes) -> tuple[Counter, Counter, list[tuple], list[tuple[int, bytes]], int]:
     """The log scanner's passes over a block: VIA's counts, AGG's counts, SCAN's events, the (line, text)
     of the WARN events, and the block's newlines (the reference)."""
+    return _passes(block) + (block.count(b"\n"),)
+
+
+def _passes(block: bytes) -> tuple[Counter, Counter, list[tuple], list[tuple[int, bytes]]]:
     events = scan_events(block)
     return (Counter(P.VIA.findall(block)), Counter(P.AGG.findall(block)), events,
-            [(ev[1], ev[4]) for ev in events if ev[0] == WARN], block.count(b"\n"))
+            [(ev[1], ev[4]) for ev in events if ev[0] == WARN])
+
+
+def _classify_passes(block: bytes) -> tuple:
+    """log_passes without the newline count, which classify_block has from line_passes (the same block's
+    lines: bare rewriting keeps them): a count of the block is a fifth of a ranks log's C passes."""
+    return _passes(block) + (None,)
 
 
 def _native_passes(block: bytes) -> tuple:
@@ -167,9 +177,9 @@ def _native_passes(block: bytes) -> tuple:
 def line_passes(block: bytes) -> tuple[int, list, list, list]:
     """The block's newlines, its other lines, and the plain lines holding "Test " and NCCL's RAS lines
     (the reference; each a list of (line, text))."""
-    other = _other_lines(block)
+    other, nlines = _other_counted(block)
     other_at = {n for n, _ in other}
-    return block.count(b"\n"), other, _plain_with(block, _TEST, other_at), _plain_with(block, _RAS_INFO, other_at)
+    return nlines, other, _plain_with(block, _TEST, other_at), _plain_with(block, _RAS_INFO, other_at)
 
 
 def _native_lines(block: bytes) -> tuple[int, list, list, list]:
@@ -179,6 +189,11 @@ def _native_lines(block: bytes) -> tuple[int, list, list, list]:
 
 def _other_lines(block: bytes) -> list[tuple[int, bytes]]:
     """(line, text) of every line that is not a plain NCCL line."""
+    return _other_counted(block)[0]
+
+
+def _other_counted(block: bytes) -> tuple[list[tuple[int, bytes]], int]:
+    """_other_lines, and the block's newlines (counted on from where finding them stopped: one count of the block)."""
     out = []
     find, count = block.find, block.count
     end = len(block) - 1             # the block's last newline
@@ -194,7 +209,7 @@ def _other_lines(block: bytes) -> list[tuple[int, bytes]]:
         counted = at + 1
         le = find(b"\n", at + 1)
         out.append((line, block[at + 1:le]))
-    return out
+    return out, line + count(b"\n", counted)
 
 
 def _plain_with(block: bytes, needle: bytes, other_at: set) -> list[tuple[int, bytes]]:
@@ -514,6 +529,7 @@ def _markers() -> Markers:
 
 
 _LOG_PASSES = log_passes if _NATIVE is None else _native_passes
+_CLASSIFY_PASSES = _classify_passes if _NATIVE is None else _native_passes
 _LINE_PASSES = line_passes if _NATIVE is None else _native_lines
 
 __all__ = ["BlockScan", "classify_block", "classify_log", "log_passes", "line_passes", "scan_events", "info_text", "first_agg", "first_aggs", "first_tail", "gdr_off_channels",
