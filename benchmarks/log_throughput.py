@@ -16,7 +16,9 @@ scanner when ncdoc_fast is importable, and the peer (`nccl-doctor analyze` over 
 the log; --peer DIR or $NCDOC_PEER, a checkout of it; skipped when absent). Printed: wall and CPU
 seconds (user + system of the process and its workers), MB/s, the ratios to grep and to the peer
 (paired: the runs of one input are interleaved, round by round, so a busy machine slows all alike),
-peak RSS (the whole process tree, sampled), time per 1k ranks, and each target met or not:
+peak RSS (the whole process tree, sampled), time per 1k ranks (also in units of a fixed Python workload timed
+just before each run, REFERENCE: the ranks logs are measured minutes apart, and what a CPU second buys on a
+shared machine changes in between), and each target met or not:
 
   pure Python --jobs 2 >= 0.1x grep -c on the mixed log (wall), >= 3x faster than the peer from 1 MB up;
   the native scanner >= 0.5x grep -c on one core (--jobs 1; --parser measures the log parser alone);
@@ -427,6 +429,16 @@ def _env(env: dict, changes: dict) -> dict:
     return out
 
 
+# A fixed piece of pure-Python work (dicts, strings, bytes searches), timed just before each ncdoc run of a ranks
+# log: the time per rank is compared across inputs measured minutes apart, while other processes on the machine
+# come and go and change what a CPU second buys; each run's CPU over its reference's is that run in units of
+# the machine's speed at that moment.
+REFERENCE = ("d = {}\nb = b'h200-00001:2345:2345 [3] NCCL INFO Channel 00/0 : 1[3] -> 9[3] [send] via NET/IB/0\\n' * 64\n"
+             "for i in range(60000):\n"
+             "    k = str(i % 4096)\n"
+             "    d[k] = d.get(k, 0) + b.count(b'NCCL', i % 64)\n")
+
+
 def run_input(name: str, path: Path, ranks: int | None, rounds: int, peer: Path | None, work: Path,
               env: dict, native: bool) -> dict:
     """Every command over one input, interleaved round by round; medians of walls, CPUs and per-round ratios."""
@@ -439,9 +451,12 @@ def run_input(name: str, path: Path, ranks: int | None, rounds: int, peer: Path 
         for cmd, cwd, changes in cmds.values():
             measure(cmd, _env(env, changes), cwd)
     runs: dict[str, list[Run]] = {k: [] for k in ["grep", *cmds]}
+    refs: dict[str, list[Run]] = {k: [] for k in cmds}
     for _ in range(rounds):
         runs["grep"].append(grep_run(path, env))
         for key, (cmd, cwd, changes) in cmds.items():
+            if ranks:
+                refs[key].append(measure([sys.executable, "-c", REFERENCE], env))
             runs[key].append(measure(cmd, _env(env, changes), cwd))
     med = {k: (statistics.median(r.wall for r in v), statistics.median(r.cpu for r in v), max(r.rss_mb for r in v),
                max(r.rc for r in v)) for k, v in runs.items()}
@@ -451,7 +466,9 @@ def run_input(name: str, path: Path, ranks: int | None, rounds: int, peer: Path 
         if "peer" in cmds and key != "peer":
             ratios[f"{key} vs peer wall"] = statistics.median(p.wall / r.wall for p, r in zip(runs["peer"], runs[key]))
             ratios[f"{key} vs peer cpu"] = statistics.median(p.cpu / r.cpu for p, r in zip(runs["peer"], runs[key]))
-    return {"name": name, "mb": mb, "ranks": ranks, "med": med, "ratios": ratios}
+    # CPU in reference units (see REFERENCE), the median of the runs each over the reference run just before it
+    in_ref = {k: statistics.median(r.cpu / max(q.cpu, 1e-6) for q, r in zip(refs[k], runs[k])) for k in cmds if refs[k]}
+    return {"name": name, "mb": mb, "ranks": ranks, "med": med, "ratios": ratios, "in_ref": in_ref}
 
 
 def print_row(res: dict) -> None:
@@ -501,6 +518,13 @@ def verdicts(results: list[dict], small: dict | None) -> list[tuple[str, bool | 
                 shown = ", ".join(f"{n // 1024}k: {v * 1000:.0f} ms" for n, v in per.items())
                 out.append((f"time per 1k ranks within 20 % from 1k to {max(per) // 1024}k, --{key} ({what})",
                             spread <= 0.2, f"{shown} (spread {spread * 100:.0f} %)"))
+            # the same in reference units: CPU each run over a fixed Python workload timed just before it
+            per = {r["ranks"]: r["in_ref"][key] / r["ranks"] * 1000 for r in ranked if key in r.get("in_ref", {})}
+            if len(per) >= 2:
+                spread = max(per.values()) / min(per.values()) - 1
+                shown = ", ".join(f"{n // 1024}k: {v:.2f}" for n, v in per.items())
+                out.append((f"time per 1k ranks within 20 % from 1k to {max(per) // 1024}k, --{key} "
+                            "(cpu in reference units)", spread <= 0.2, f"{shown} (spread {spread * 100:.0f} %)"))
     return out
 
 
