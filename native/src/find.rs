@@ -110,8 +110,7 @@ impl std::hash::Hasher for Fx {
 pub type FxMap<K, V> = std::collections::HashMap<K, V, FxBuild>;
 
 /// How common a byte is in log text (lower: rarer); `sub` searches for the needle's rarest byte.
-#[inline(always)]
-fn commonness(b: u8) -> u8 {
+const fn commonness_of(b: u8) -> u8 {
     match b {
         b' ' => 9,
         b'e' | b't' | b'a' | b'o' | b'i' | b'n' | b's' | b'r' => 8,
@@ -121,6 +120,22 @@ fn commonness(b: u8) -> u8 {
         b'A'..=b'Z' => 4,
         _ => 3,
     }
+}
+
+/// commonness_of as a table: `sub` runs on every hot line, a load per needle byte is cheaper than the match.
+static COMMONNESS: [u8; 256] = {
+    let mut t = [0u8; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = commonness_of(i as u8);
+        i += 1;
+    }
+    t
+};
+
+#[inline(always)]
+fn commonness(b: u8) -> u8 {
+    COMMONNESS[b as usize]
 }
 
 /// `h.find(needle, from, to)`: the first start of `needle` lying wholly in `h[from..to]`.

@@ -24,6 +24,30 @@ mod shapes;
 /// The interface version the Python glue checks: a build for another ncdoc is not used.
 const API: u32 = 2;
 
+/// The scanner reads its log in 4 MiB blocks, each a fresh bytes object (and one more for a block
+/// joined to the line carried from the chunk before). glibc serves allocations that large with mmap,
+/// or from the heap top and trims it again after each free: either way every block costs its pages'
+/// first-touch faults, which were half the CPU time of reading a file (512 MB: 86k minor faults,
+/// 0.27 s, against 6k and 0.14 s with these settings). Allocations up to 64 MiB come from the heap
+/// and up to 128 MiB of freed heap top is kept for the next block; the peak stays a few blocks.
+fn keep_blocks_in_heap() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        use std::sync::Once;
+        static ONCE: Once = Once::new();
+        extern "C" {
+            fn mallopt(param: std::os::raw::c_int, value: std::os::raw::c_int) -> std::os::raw::c_int;
+        }
+        const M_TRIM_THRESHOLD: std::os::raw::c_int = -1;
+        const M_MMAP_THRESHOLD: std::os::raw::c_int = -3;
+        // SAFETY: mallopt only changes glibc's allocator thresholds; it is safe to call at any time.
+        ONCE.call_once(|| unsafe {
+            mallopt(M_MMAP_THRESHOLD, 64 << 20);
+            mallopt(M_TRIM_THRESHOLD, 128 << 20);
+        });
+    }
+}
+
 /// configure(seen, apply_cached, comm_tally, prefix, rank_tally, state_module, nccl_result,
 /// remember_iface): the Python objects the loop shares with the Python scanner (called once by ncdoc's glue).
 #[pyfunction]
@@ -31,6 +55,7 @@ const API: u32 = 2;
 fn configure(py: Python<'_>, seen: PyObject, apply_cached: PyObject, comm_tally: PyObject,
              prefix: PyObject, rank_tally: PyObject, state_module: PyObject, nccl_result: PyObject,
              remember_iface: PyObject) -> PyResult<()> {
+    keep_blocks_in_heap();
     config::set(py, config::Config { seen, apply_cached, comm_tally, prefix, rank_tally, state_module,
                                      nccl_result, remember_iface })
 }
