@@ -221,14 +221,22 @@ pub fn agg_all(h: &[u8], out: impl FnMut(usize, usize)) {
 pub fn both(h: &[u8], mut agg: impl FnMut(usize, usize), mut scan: impl FnMut(usize)) {
     let mut pos = 0; // AGG's next match starts here or later
     each_byte(h, b'L', 0, |p| {
-        if scan_at(h, p) {
+        // nearly every 'L' is the end of "NCCL INFO ": its " INFO " is compared once, for both patterns
+        // (scan_at's "L INFO " branch is rank_key at the message)
+        if !h[p + 1..].starts_with(b" INFO ") {
+            if scan_at(h, p) {
+                scan(p);
+            }
+            return;
+        }
+        if rank_key(h, p + 7) {
             scan(p);
         }
         if p < 3 {
             return;
         }
         let at = p - 3;
-        if at >= pos && h[p + 1..].starts_with(b" INFO ") && &h[at..p] == b"NCC" && agg_key(h, p + 7) {
+        if at >= pos && &h[at..p] == b"NCC" && agg_key(h, p + 7) {
             let e = line_end(h, p + 7);
             agg(p + 7, e);
             pos = e;
