@@ -24,15 +24,26 @@ const FOLLOW_LINES: usize = 8; // block_scan.FOLLOW_LINES
 pub struct Counts<'h> {
     index: FxMap<&'h [u8], usize>,
     pub order: Vec<(&'h [u8], i64)>,
+    last: usize, // the entry counted last: a rank prints its channel lines in runs of one tail
 }
 
 impl<'h> Counts<'h> {
     #[inline]
     pub fn add(&mut self, k: &'h [u8]) {
+        if let Some(e) = self.order.get_mut(self.last) {
+            if e.0 == k {
+                e.1 += 1;
+                return;
+            }
+        }
         match self.index.get(k) {
-            Some(&i) => self.order[i].1 += 1,
+            Some(&i) => {
+                self.order[i].1 += 1;
+                self.last = i;
+            }
             None => {
                 self.index.insert(k, self.order.len());
+                self.last = self.order.len();
                 self.order.push((k, 1));
             }
         }
