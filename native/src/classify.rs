@@ -105,8 +105,9 @@ pub enum Event {
     LastError { line: usize, ls: usize, le: usize },
 }
 
-/// block_scan.scan_events' loop over SCAN's match starts (`found`, in order): the events, as offsets.
-pub fn scan_events(h: &[u8], found: &[usize], max_message: usize) -> Vec<Event> {
+/// block_scan.scan_events' loop over SCAN's match starts (`found`, in order): the events, as offsets,
+/// and the block's newlines (counted on from the last event's line, so the block is not passed again).
+pub fn scan_events(h: &[u8], found: &[usize], max_message: usize) -> (Vec<Event>, usize) {
     let end = h.len();
     let limit = max_message + 10;
     let mut events = Vec::new();
@@ -171,7 +172,7 @@ pub fn scan_events(h: &[u8], found: &[usize], max_message: usize) -> Vec<Event> 
             events.push(Event::Framework { line: nl, ls, le, follow });
         }
     }
-    events
+    (events, nl + newlines(h, counted, end))
 }
 
 /// The Python tuple block_scan.scan_events makes for an event.
@@ -279,7 +280,7 @@ pub fn classify(py: Python<'_>, block: &PyBytes, max_message: usize)
     -> PyResult<(PyObject, PyObject, PyObject, PyObject, usize)> {
     let h = block.as_bytes();
     let (tails, aggs, found) = passes(h);
-    let evs = scan_events(h, &found, max_message);
+    let (evs, nlines) = scan_events(h, &found, max_message);
     let mut warns = Vec::new();
     for ev in &evs {
         if let Event::Warn { line, ls, le, .. } = *ev {
@@ -287,7 +288,7 @@ pub fn classify(py: Python<'_>, block: &PyBytes, max_message: usize)
         }
     }
     let events = Py::new(py, Events { block: block.into_py(py), evs })?;
-    Ok((tails.dict(py)?, aggs.dict(py)?, events.into_py(py), list(py, warns)?, newlines(h, 0, h.len())))
+    Ok((tails.dict(py)?, aggs.dict(py)?, events.into_py(py), list(py, warns)?, nlines))
 }
 
 // ---------------------------------------------------------------- the candidate lines (block_scan.line_passes)
