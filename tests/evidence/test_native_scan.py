@@ -137,6 +137,20 @@ def test_native_scanner_runs_when_required():
         assert nccl_log_native.describe().startswith("native (ncdoc_fast ")
 
 
+def test_the_garbage_collector_is_left_as_it_was_found():
+    # the native apply holds the collector off for a block and must hand it back as it was, on or off
+    import gc
+    blocks = _blocks((FIXTURES / "ib_errors_2_30.log").read_bytes(), 4096)
+    was = gc.isenabled()
+    try:
+        for enabled in (True, False):
+            (gc.enable if enabled else gc.disable)()
+            _read(blocks, True)
+            assert gc.isenabled() is enabled
+    finally:
+        (gc.enable if was else gc.disable)()
+
+
 def test_the_caches_behave_as_the_dicts_they_replace():
     scanner = _read(_blocks((FIXTURES / "ib_errors_2_30.log").read_bytes(), 4096), True)
     for cache in (scanner.pre_cache, scanner.msg_cache):
