@@ -48,6 +48,14 @@ pub fn starts(h: &[u8], at: usize, lit: &[u8]) -> bool {
         return false;
     }
     let s = &h[at..at + lit.len()];
+    if lit.len() >= 4 {
+        // most comparisons fail within the first bytes: one 4-byte compare rejects them
+        let w = |b: &[u8]| u32::from_le_bytes([b[0], b[1], b[2], b[3]]);
+        if w(s) != w(lit) {
+            return false;
+        }
+        return s[4..] == lit[4..];
+    }
     for i in 0..lit.len() {
         if s[i] != lit[i] {
             return false;
