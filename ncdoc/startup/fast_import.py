@@ -30,7 +30,10 @@ def _plain_pycs() -> bool:
 
 if _plain_pycs():
     from marshal import loads as _loads
-    from os import listdir as _listdir, stat as _stat
+    import os
+    from os import close as _close, fstat as _fstat, listdir as _listdir, open as _open, read as _read, stat as _stat
+
+    _O_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
 
     _MAGIC = _external.MAGIC_NUMBER
     _PYC = "." + sys.implementation.cache_tag + ".pyc"
@@ -41,13 +44,17 @@ if _plain_pycs():
         """SourceFileLoader whose get_code reads a current pyc in one step (else does what it always does)."""
 
         def get_code(self, fullname):
-            cached = self.path.rpartition("/")
-            cached = f"{cached[0]}/__pycache__/{cached[2][:-3]}{_PYC}"
             try:
                 st = _stat(self.path)
-                with open(cached, "rb") as fh:
-                    data = fh.read()
+                fd = _open(self.pyc, _O_FLAGS)       # not open(): a file object costs more than the read
+                try:
+                    size = _fstat(fd).st_size
+                    data = _read(fd, size)
+                finally:
+                    _close(fd)
             except OSError:
+                return super().get_code(fullname)
+            if len(data) != size:
                 return super().get_code(fullname)
             if (data[:4] == _MAGIC and data[4:8] == b"\0\0\0\0"       # a timestamp pyc of this Python
                     and int.from_bytes(data[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
@@ -101,11 +108,13 @@ if _plain_pycs():
                 origin, locations = f"{directory}/{tail}.py", None
             else:
                 return None
-            spec = _ModuleSpec(fullname, _Loader(fullname, origin), origin=origin, is_package=locations is not None)
+            loader = _Loader(fullname, origin)
+            head, _, name = origin.rpartition("/")
+            loader.pyc = f"{head}/__pycache__/{name[:-3]}{_PYC}"
+            spec = _ModuleSpec(fullname, loader, origin=origin, is_package=locations is not None)
             if locations is not None:
                 spec.submodule_search_locations = locations
-            head, _, name = origin.rpartition("/")
-            spec.cached = f"{head}/__pycache__/{name[:-3]}{_PYC}"
+            spec.cached = loader.pyc
             spec.has_location = True
             return spec
 
