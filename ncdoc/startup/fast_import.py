@@ -23,7 +23,7 @@ _bootstrap = sys.modules.get("_frozen_importlib")
 
 def _plain_pycs() -> bool:
     """Whether pycs are where and as the fast path reads them: __pycache__/<name>.<tag>.pyc."""
-    return (_external is not None and _bootstrap is not None and sys.pycache_prefix is None
+    return (_external is not None and _bootstrap is not None and "_imp" in sys.modules and sys.pycache_prefix is None
             and not sys.flags.optimize and sys.implementation.cache_tag is not None
             and hasattr(_external, "SourceFileLoader") and hasattr(_external, "MAGIC_NUMBER"))
 
@@ -39,6 +39,8 @@ if _plain_pycs():
     _PYC = "." + sys.implementation.cache_tag + ".pyc"
     _EXTENSIONS = tuple(_external.EXTENSION_SUFFIXES)
     _ModuleSpec = _bootstrap.ModuleSpec
+    _CodeType = type(_plain_pycs.__code__)
+    _fix_co_filename = sys.modules["_imp"]._fix_co_filename
 
     class _Loader(_external.SourceFileLoader):
         """SourceFileLoader whose get_code reads a current pyc in one step (else does what it always does)."""
@@ -60,10 +62,13 @@ if _plain_pycs():
                     and int.from_bytes(data[8:12], "little") == int(st.st_mtime) & 0xFFFFFFFF
                     and int.from_bytes(data[12:16], "little") == st.st_size & 0xFFFFFFFF):
                 try:
-                    return _loads(memoryview(data)[16:])
+                    code = _loads(memoryview(data)[16:])
                 except (EOFError, ValueError, TypeError):
-                    pass
-            return super().get_code(fullname)
+                    code = None
+                if type(code) is _CodeType:
+                    _fix_co_filename(code, self.path)     # as importlib does: the source's path, wherever compiled
+                    return code
+            return super().get_code(fullname)           # (which also says what is wrong with a bad pyc)
 
     class _Finder:
         """sys.meta_path finder for plain ncdoc submodules (see the module's note); None for anything else."""

@@ -94,3 +94,18 @@ def test_not_installed_where_pycs_are_elsewhere(tmp_path):
                            timeout=60)
         assert p.returncode == 0, p.stderr
         assert p.stdout.strip() == "False", extra
+
+
+def test_code_read_from_a_pyc_names_the_source_where_it_is_now(tmp_path):
+    # bytecode compiled in one folder and moved with its sources (copy2 keeps the mtimes, so the pyc is
+    # current): its functions name the source where it now is, as importlib's loader makes them
+    built = _copy_of_ncdoc(tmp_path / "built")
+    moved = tmp_path / "moved"
+    shutil.copytree(built, moved)
+    code = ("import ncdoc.readers.numbers as n; "
+            "print(n.is_digits.__code__.co_filename == n.__file__, type(n.__loader__).__name__, n.__file__)")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env(moved), cwd=moved,
+                       timeout=60)
+    assert p.returncode == 0, p.stderr
+    same, loader, where = p.stdout.split()
+    assert (same, loader) == ("True", "_Loader") and where.startswith(str(moved))
