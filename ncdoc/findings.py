@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ncdoc.startup.record import field, record
+from ncdoc.startup.record import field, Record, record
 
 SEVERITIES = ("info", "warning", "error")
 
@@ -15,7 +15,7 @@ def severity_rank(severity: str) -> int:
 
 
 @record(frozen=True)
-class Evidence:
+class Evidence(Record):
     """One fact or line that backs a finding."""
     text: str
     source: str = ""          # a file path, "snapshot", "env", "hcas/mlx5_0/port 1"
@@ -31,7 +31,7 @@ class Evidence:
 
 
 @record(frozen=True)
-class Hit:
+class Hit(Record):
     """What a check function returns for each problem it sees; the engine adds the rule's metadata."""
     message: str
     evidence: tuple[Evidence, ...] = ()
@@ -51,7 +51,7 @@ class Skip(Exception):
 
 
 @record(frozen=True)
-class Finding:
+class Finding(Record):
     code: str
     name: str
     severity: str
@@ -79,7 +79,7 @@ class Finding:
 
 
 @record(frozen=True)
-class Skipped:
+class Skipped(Record):
     code: str
     name: str
     reason: str
@@ -89,7 +89,7 @@ class Skipped:
 
 
 @record(frozen=True)
-class Report:
+class Report(Record):
     findings: tuple[Finding, ...] = ()
     skipped: tuple[Skipped, ...] = ()
 

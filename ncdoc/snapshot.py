@@ -15,7 +15,7 @@ import sys
 
 from ncdoc.errors import InputError
 from ncdoc.startup.json_load import loads   # json's C scanner without json.decoder's `re`
-from ncdoc.startup.record import field, record
+from ncdoc.startup.record import field, Record, record
 from ncdoc.startup import record as _record
 from ncdoc.startup.typed_json import from_json_data
 
@@ -25,7 +25,7 @@ OK, ABSENT, UNKNOWN = "ok", "absent", "unknown"
 
 
 @record(frozen=True)
-class Status:
+class Status(Record):
     state: str = OK           # ok | absent | unknown
     reason: str = ""          # why absent or unknown, in words a user understands
     source: str = ""          # provenance: "sysfs:/sys/class/infiniband", "pynvml", "import:topo_matrix:<file>"
@@ -54,7 +54,7 @@ def _unknown() -> Status:
 # ---------------------------------------------------------------- host
 
 @record(frozen=True)
-class Host:
+class Host(Record):
     status: Status = field(default_factory=_unknown)
     hostname: str | None = None
     kernel: str | None = None
@@ -74,14 +74,14 @@ class Host:
 # ---------------------------------------------------------------- versions
 
 @record(frozen=True)
-class NcclLib:
+class NcclLib(Record):
     path: str
     version: str | None = None                 # "2.21.5"
     origin: str = ""                           # "pip:nvidia-nccl-cu12", "torch", "system", "LD_LIBRARY_PATH"
 
 
 @record(frozen=True)
-class Versions:
+class Versions(Record):
     status: Status = field(default_factory=_unknown)
     driver: str | None = None                  # "550.54.15"
     cuda_driver: str | None = None             # "12.4"
@@ -95,7 +95,7 @@ class Versions:
 # ---------------------------------------------------------------- GPUs
 
 @record(frozen=True)
-class NvLink:
+class NvLink(Record):
     link: int
     active: bool
     remote_pci: str | None = None              # bus id of the far end (GPU or NVSwitch)
@@ -103,7 +103,7 @@ class NvLink:
 
 
 @record(frozen=True)
-class Gpu:
+class Gpu(Record):
     index: int
     name: str
     pci_bus_id: str                            # normalised "0000:18:00.0"
@@ -119,7 +119,7 @@ class Gpu:
 
 
 @record(frozen=True)
-class FailedGpu:
+class FailedGpu(Record):
     """A GPU NVML counts but cannot use: lost (XID 79 "fallen off the bus"), needing a reset, ..."""
     index: int
     error: str                                 # NVML's error text: "GPU is lost"
@@ -127,14 +127,14 @@ class FailedGpu:
 
 
 @record(frozen=True)
-class P2PStatus:
+class P2PStatus(Record):
     a: int
     b: int
     status: str                                # "OK" | "not_supported" | "chipset_not_supported" | "topology_not_supported" | "disabled_by_regkey" | "unknown"
 
 
 @record(frozen=True)
-class GpuSection:
+class GpuSection(Record):
     status: Status = field(default_factory=_unknown)
     gpus: tuple[Gpu, ...] = ()
     p2p: tuple[P2PStatus, ...] = ()
@@ -149,7 +149,7 @@ class GpuSection:
 # ---------------------------------------------------------------- RDMA devices
 
 @record(frozen=True)
-class Gid:
+class Gid(Record):
     index: int
     gid: str                                   # as sysfs prints it: "fe80:0000:0000:0000:9cbb:b7ff:feb3:937a"
     type: str | None = None                    # "RoCE v2" | "IB/RoCE v1" | None (IB link layer or unknown)
@@ -176,7 +176,7 @@ class Gid:
 
 
 @record(frozen=True)
-class Port:
+class Port(Record):
     num: int
     state: str | None = None                   # "ACTIVE", "DOWN", "INIT", "ARMED", "POLLING"
     phys_state: str | None = None              # "LinkUp", "Polling", "Disabled", ...
@@ -195,7 +195,7 @@ class Port:
 
 
 @record(frozen=True)
-class Hca:
+class Hca(Record):
     name: str                                  # "mlx5_0"
     pci_address: str | None = None
     numa_node: int | None = None
@@ -209,7 +209,7 @@ class Hca:
 
 
 @record(frozen=True)
-class HcaSection:
+class HcaSection(Record):
     status: Status = field(default_factory=_unknown)
     hcas: tuple[Hca, ...] = ()
 
@@ -217,7 +217,7 @@ class HcaSection:
 # ---------------------------------------------------------------- IP interfaces
 
 @record(frozen=True)
-class NetIf:
+class NetIf(Record):
     name: str
     addresses: tuple[str, ...] = ()            # "10.0.0.11/24", "fe80::1/64"
     mtu: int | None = None
@@ -233,7 +233,7 @@ class NetIf:
 
 
 @record(frozen=True)
-class NetSection:
+class NetSection(Record):
     status: Status = field(default_factory=_unknown)
     interfaces: tuple[NetIf, ...] = ()
 
@@ -241,7 +241,7 @@ class NetSection:
 # ---------------------------------------------------------------- PCIe tree
 
 @record(frozen=True)
-class PciDevice:
+class PciDevice(Record):
     address: str                               # "0000:18:00.0"
     parent: str | None                         # upstream bridge address, or host bridge "pci0000:00"
     class_code: str | None = None              # "0x060400"
@@ -258,7 +258,7 @@ class PciDevice:
 
 
 @record(frozen=True)
-class PciSection:
+class PciSection(Record):
     status: Status = field(default_factory=_unknown)
     devices: tuple[PciDevice, ...] = ()
 
@@ -266,13 +266,13 @@ class PciSection:
 # ---------------------------------------------------------------- NUMA
 
 @record(frozen=True)
-class NumaNode:
+class NumaNode(Record):
     id: int
     cpulist: str = ""                          # "0-47,96-143"
 
 
 @record(frozen=True)
-class NumaSection:
+class NumaSection(Record):
     status: Status = field(default_factory=_unknown)
     nodes: tuple[NumaNode, ...] = ()
 
@@ -280,7 +280,7 @@ class NumaSection:
 # ---------------------------------------------------------------- NCCL environment
 
 @record(frozen=True)
-class EnvValue:
+class EnvValue(Record):
     name: str
     value: str
     source: str                                # "env" | "file:/etc/nccl.conf" | "cli" | "<path>"
@@ -288,7 +288,7 @@ class EnvValue:
 
 
 @record(frozen=True)
-class NcclEnv:
+class NcclEnv(Record):
     status: Status = field(default_factory=_unknown)
     values: tuple[EnvValue, ...] = ()          # effective: one per name, in NCCL's precedence
     shadowed: tuple[EnvValue, ...] = ()        # set somewhere but overridden by a higher source
@@ -318,7 +318,7 @@ JOB_VARIABLES = (JOB_GPU_COUNTS + JOB_GPU_LISTS + JOB_NODE_COUNTS + JOB_NODE_LIS
                  + JOB_LOCAL_RANK_COUNTS)
 
 @record(frozen=True)
-class JobClaim:
+class JobClaim(Record):
     """One statement of what the job was given: "SLURM_GPUS_ON_NODE=8", "--nodes 4"."""
     source: str                                # "SLURM_GPUS_ON_NODE", "CUDA_VISIBLE_DEVICES", "--expect-gpus", "config:<file>"
     value: int                                 # the count it states
@@ -327,7 +327,7 @@ class JobClaim:
 
 
 @record(frozen=True)
-class JobSection:
+class JobSection(Record):
     """What the job that is about to start expects of this node, from its launcher's variables and
     ncdoc's own options. Rules compare these claims with the node; they never read the environment."""
     status: Status = field(default_factory=_unknown)
@@ -341,14 +341,14 @@ class JobSection:
 # ---------------------------------------------------------------- how the probes went
 
 @record(frozen=True)
-class ProbeTiming:
+class ProbeTiming(Record):
     name: str                                  # "host", "NVML", "PCI", ...
     ms: float
     timed_out: bool = False
 
 
 @record(frozen=True)
-class ProbeRun:
+class ProbeRun(Record):
     """How long each probe took and which one did not finish in time (live captures only)."""
     deadline_s: float | None = None            # the time the capture was given (None: no deadline)
     timings: tuple[ProbeTiming, ...] = ()
@@ -358,7 +358,7 @@ class ProbeRun:
 # ---------------------------------------------------------------- imported path matrix
 
 @record(frozen=True)
-class PathMatrix:
+class PathMatrix(Record):
     """A GPU/NIC path matrix taken as given (e.g. pasted `nvidia-smi topo -m`)."""
     status: Status = field(default_factory=lambda: Status.absent("no matrix imported"))
     labels: tuple[str, ...] = ()               # "GPU0", ..., "NIC0", ...
@@ -372,7 +372,7 @@ class PathMatrix:
 # ---------------------------------------------------------------- the snapshot
 
 @record(frozen=True)
-class Snapshot:
+class Snapshot(Record):
     schema_version: int = SCHEMA_VERSION
     origin: str = "live"                       # "live" | "example:<name>" | "import" | "file:<path>"
     created: str = ""                          # ISO 8601, UTC

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 # No `re`: this module is on the `ncdoc check` path, whose start-up budget cannot pay for the
 # regex machinery; the few patterns are string operations (each comment gives the pattern).
-from ncdoc.startup.record import record
+from ncdoc.startup.record import Record, record
 
 from ncdoc.snapshot import OK, UNKNOWN, Snapshot, Status
 from ncdoc.readers.numbers import is_digits
@@ -132,7 +132,7 @@ _DIGITS = frozenset("0123456789")
 
 
 @record(frozen=True)
-class Endpoint:
+class Endpoint(Record):
     label: str                 # "GPU0", "NIC3" (or "mlx5_0" when an old matrix names columns so)
     kind: str                  # "gpu" | "nic"
     name: str                  # GPU name, or HCA name like "mlx5_0" (the label when unknown)
@@ -142,7 +142,7 @@ class Endpoint:
 
 
 @record(frozen=True)
-class Topology:
+class Topology(Record):
     status: Status
     source: str                                  # "pci" | "matrix" | "none" (status unknown)
     endpoints: tuple[Endpoint, ...]              # GPUs first (GPU0..), then NICs (NIC0..)

@@ -283,4 +283,38 @@ def compile_texts(directory=None) -> dict[str, str]:
             "compiled_docs.json": json.dumps(docs, indent=1, sort_keys=False, ensure_ascii=False) + "\n"}
 
 
-__all__ = ["parse_pack", "check_registry", "pack_files", "load_sources", "compile_texts"]
+MODULE_COMMAND = "python -m ncdoc.engine.ruleset --compile"
+_TUPLE_FIELDS = ("checks", "needs", "only_if_set", "aliases", "env_gate")   # lists in JSON, tuples in a Rule
+
+
+def compiled_module_text(compiled_json: str) -> str:
+    """ncdoc/engine/compiled_rules.py for the text of rules/compiled.json: its rules as Python literals
+    with the values a Rule holds (tuples where compiled.json has lists), so the check path gets the rule
+    table from the module's bytecode (read by marshal, cheaper than JSON) and fills each Rule with one
+    dict update. Derived from compiled.json alone, so the two cannot disagree."""
+    import json
+    data = json.loads(compiled_json)
+    fields = data["fields"]
+    lines = []
+    for row in data["rules"]:
+        v = dict(zip(fields, row))
+        for name in _TUPLE_FIELDS:
+            v[name] = tuple(v[name])
+        v["per_check"] = {c: {k: tuple(x) for k, x in g.items()} for c, g in v["per_check"].items()}
+        lines.append(f"    {tuple(v[name] for name in fields)!r},")
+    return (f'''"""The compiled rule table as Python constants. GENERATED from rules/compiled.json by
+`{MODULE_COMMAND}`: do not edit (a test fails when it is out of date).
+
+ncdoc.engine.ruleset reads the bundled rules from here: one row per rule, the values of FIELDS in order,
+as a Rule holds them.
+"""
+
+SCHEMA = {data["schema_version"]!r}
+FIELDS = {tuple(fields)!r}
+CHECKS = {{
+''' + "".join(f"    {k!r}: {m!r},\n" for k, m in data["checks"].items()) + '''}
+RULES = (
+''' + "\n".join(lines) + "\n)\n")
+
+
+__all__ = ["parse_pack", "check_registry", "pack_files", "load_sources", "compile_texts", "compiled_module_text"]

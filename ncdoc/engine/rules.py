@@ -10,7 +10,7 @@ several) and applied here before the check is called; a fallback rule runs after
 from __future__ import annotations
 
 from ncdoc.findings import Finding, Hit, Report, Skip, Skipped, severity_rank
-from ncdoc.startup.record import field, record
+from ncdoc.startup.record import field, Record, record
 from ncdoc.snapshot import NcclEnv, Snapshot, Status
 
 TYPE_CHECKING = False      # typing is not imported at run time (start-up cost); type checkers see this
@@ -60,7 +60,7 @@ DOC_FIELDS = ("summary", "why", "references", "example")
 
 
 @record(frozen=True)
-class Rule:
+class Rule(Record):
     code: str                       # "NC1001": NC + family digit + 3 digits, permanent
     name: str                       # kebab-case, names the problem
     severity: str                   # default severity: error | warning | info

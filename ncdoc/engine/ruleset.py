@@ -1,8 +1,11 @@
-"""The one rule registry: the rules by code, name and alias, loaded from rules/compiled.json.
+"""The one rule registry: the rules by code, name and alias, loaded from the compiled rules.
 
 rules/compiled.json is generated from the rule packs (rules/*.yaml, read and validated by
-ncdoc.engine.packs) with `python -m ncdoc.engine.ruleset --compile`; the fast paths (`ncdoc check`)
-read it with no YAML import and none of the pack validation. A test fails when it is out of date.
+ncdoc.engine.packs) with `python -m ncdoc.engine.ruleset --compile`, and with it
+ncdoc/engine/compiled_rules.py, the same rows as Python constants; the fast paths (`ncdoc check`)
+read the bundled rules from that module (bytecode is cheaper to read than JSON), with no YAML import
+and none of the pack validation. A rules folder given by path is read from its compiled.json. A test
+fails when either is out of date.
 """
 
 from __future__ import annotations
@@ -94,6 +97,11 @@ class _CompiledDocs:
                 "example": d["example"]}
 
 
+def module_path() -> str:
+    """ncdoc/engine/compiled_rules.py: the bundled rules as Python constants (see _bundled)."""
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "compiled_rules.py")
+
+
 def compiled_path(directory=None) -> str:
     return os.path.join(str(directory) if directory else _rules_dir_fast(), "compiled.json")
 
@@ -181,7 +189,34 @@ def load(directory: str | None = None, *, from_sources: bool = False) -> RuleSet
     return rs
 
 
+def _bundled() -> RuleSet | None:
+    """The rules of this install from ncdoc/engine/compiled_rules.py (generated with compiled.json, the
+    same rows as Python constants: the check path reads them from bytecode and fills each Rule with one
+    dict update); None when that module is missing or of another layout (compiled.json is read then)."""
+    try:
+        from ncdoc.engine import compiled_rules as table
+    except ImportError:
+        return None
+    if table.SCHEMA != COMPILED_SCHEMA or table.FIELDS != COMPILED_FIELDS:
+        return None
+    docs = _CompiledDocs(os.path.join(_rules_dir_fast(), "compiled_docs.json"))
+    fields = table.FIELDS
+    new = object.__new__
+    rules = []
+    for row in table.RULES:
+        rule = new(Rule)
+        d = rule.__dict__
+        d.update(zip(fields, row))
+        d["_docs"] = docs
+        rules.append(rule)
+    return RuleSet(rules, table.CHECKS)
+
+
 def _load(directory: str | None, from_sources: bool) -> RuleSet:
+    if directory is None and not from_sources:
+        rs = _bundled()
+        if rs is not None:
+            return rs
     compiled = compiled_path(directory)
     if not from_sources and os.path.isfile(compiled):
         try:
@@ -209,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--compile", action="store_true", help="write rules/compiled.json")
     ap.add_argument("--check", action="store_true", help="exit 1 when rules/compiled.json is out of date")
     args = ap.parse_args(argv)
-    from ncdoc.engine.packs import compile_texts
+    from ncdoc.engine.packs import compile_texts, compiled_module_text
     from ncdoc.errors import NcdocError
     try:
         texts = compile_texts()
@@ -219,18 +254,19 @@ def main(argv: list[str] | None = None) -> int:
     folder = os.path.dirname(compiled_path())
     import json
     n = len(json.loads(texts["compiled.json"])["rules"])
+    paths = {os.path.join(folder, name): text for name, text in texts.items()}
+    paths[module_path()] = compiled_module_text(texts["compiled.json"])
     if args.check:
-        stale = [name for name, text in texts.items() if not _same(os.path.join(folder, name), text)]
+        stale = [path for path, text in paths.items() if not _same(path, text)]
         if stale:
-            print(f"{', '.join(stale)} in {folder} out of date: run python -m ncdoc.engine.ruleset --compile",
-                  file=sys.stderr)
+            print(f"{', '.join(stale)} out of date: run python -m ncdoc.engine.ruleset --compile", file=sys.stderr)
             return 1
         return 0
     if args.compile:
         from ncdoc.readers.textfile import write_user_file
-        for name, text in texts.items():
-            write_user_file(os.path.join(folder, name), text, "the compiled rules")
-        print(f"wrote {', '.join(texts)} in {folder} ({n} rules)", file=sys.stderr)
+        for path, text in paths.items():
+            write_user_file(path, text, "the compiled rules")
+        print(f"wrote {', '.join(paths)} ({n} rules)", file=sys.stderr)
         return 0
     print(f"{n} rules valid", file=sys.stderr)
     return 0
@@ -243,7 +279,7 @@ def _same(path: str, text: str) -> bool:
     except OSError:
         return False
 
-__all__ = ["COMPILED_SCHEMA", "rules_dir", "compiled_path", "RuleSet", "load", "main"]
+__all__ = ["COMPILED_SCHEMA", "rules_dir", "compiled_path", "module_path", "RuleSet", "load", "main"]
 
 if __name__ == "__main__":
     raise SystemExit(main())

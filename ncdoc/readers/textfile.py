@@ -19,6 +19,7 @@ SAMPLE_BYTES = 65536         # bytes looked at to decide whether a file is text
 MAX_BYTES = 256 << 20        # a file read whole; larger evidence is streamed by its parser
 
 _CONTROL = bytes(b for b in range(32) if b not in b"\t\n\r\f\v\x1b") + b"\x7f"
+_CONTROL_BYTES = tuple(_CONTROL)
 
 
 def binary_reason(sample: bytes) -> str | None:
@@ -27,9 +28,12 @@ def binary_reason(sample: bytes) -> str | None:
         return None
     if b"\x00" in sample:
         return "it is binary (it contains NUL bytes), not text"
-    controls = len(sample) - len(sample.translate(None, _CONTROL))
-    if controls > max(8, len(sample) // 100):
-        return "it is binary (control characters), not text"
+    # most text has no control byte at all: one search per control byte (memchr) tells that in a
+    # quarter of the time of the count (a snapshot on the check path is sampled whole)
+    if any(map(sample.__contains__, _CONTROL_BYTES)):
+        controls = len(sample) - len(sample.translate(None, _CONTROL))
+        if controls > max(8, len(sample) // 100):
+            return "it is binary (control characters), not text"
     if sample.isascii():
         return None                      # ASCII is UTF-8: nothing can fail to decode (most files are)
     # the last 3 bytes may be a character cut by the sample's end

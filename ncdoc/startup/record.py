@@ -130,6 +130,26 @@ _new = object.__new__
 _DATACLASS_FIELDS = _DataclassFields()
 
 
+class Record:
+    """A base for frozen record classes that gives them the generic methods by inheritance:
+
+        @record(frozen=True)
+        class Port(Record): ...
+
+    does what `@record(frozen=True)` does on a plain class, without the decorator setting eight methods
+    on the class, each of which makes Python update the class's slots (about a third of the decorator's
+    cost, and the modules on the check path define some forty record classes)."""
+
+    __init__ = _init
+    __eq__ = _eq
+    __hash__ = _hash
+    __repr__ = _repr
+    __getstate__ = _getstate
+    __setstate__ = _setstate
+    __setattr__ = _frozen_setattr
+    __delattr__ = _frozen_delattr
+
+
 def record(cls=None, /, *, frozen: bool = True, **_ignored):
     """Class decorator; usable bare or as `@record(frozen=True)` like `@dataclass`."""
     def wrap(c):
@@ -169,20 +189,23 @@ def record(cls=None, /, *, frozen: bool = True, **_ignored):
         c.__record_index__ = frozenset(names)
         c.__record_defaults__ = defaults
         c.__record_factories__ = tuple(factories)
-        c.__init__ = _init
-        c.__eq__ = _eq
-        c.__hash__ = _hash
-        c.__repr__ = _repr
-        c.__getstate__ = _getstate
-        c.__setstate__ = _setstate
         c.__match_args__ = names
         # asked once here, not per instance: a failed attribute lookup costs a caught exception,
         # and a snapshot builds thousands of records
         c.__record_post__ = hasattr(c, "__post_init__")
         c.__dataclass_fields__ = _DATACLASS_FIELDS
-        if frozen:
-            c.__setattr__ = _frozen_setattr
-            c.__delattr__ = _frozen_delattr
+        if not (frozen and issubclass(c, Record)):     # a Record has them all (see Record)
+            if issubclass(c, Record):
+                raise TypeError(f"{c.__name__}: a Record is frozen; use a plain class for @record(frozen=False)")
+            c.__init__ = _init
+            c.__eq__ = _eq
+            c.__hash__ = _hash
+            c.__repr__ = _repr
+            c.__getstate__ = _getstate
+            c.__setstate__ = _setstate
+            if frozen:
+                c.__setattr__ = _frozen_setattr
+                c.__delattr__ = _frozen_delattr
         return c
     return wrap if cls is None else wrap(cls)
 

@@ -11,6 +11,7 @@ import pytest
 
 from ncdoc.engine import docs as ruledocs, packs, ruleset
 from ncdoc.errors import InputError
+from ncdoc.engine.rules import COMPILED_FIELDS
 from paths import ROOT
 
 CONTRACT = (
@@ -38,6 +39,27 @@ def test_compiled_json_is_up_to_date():
     for name, text in packs.compile_texts().items():
         assert (folder / name).is_file() and (folder / name).read_text(encoding="utf-8") == text, \
             f"rules/{name} is out of date: run python -m ncdoc.engine.ruleset --compile"
+
+
+def test_compiled_rules_module_is_up_to_date():
+    # ncdoc/engine/compiled_rules.py is compiled.json's rows as Python constants, what the check path reads
+    text = (Path(ruleset.compiled_path()).parent / "compiled.json").read_text(encoding="utf-8")
+    assert Path(ruleset.module_path()).read_text(encoding="utf-8") == packs.compiled_module_text(text), \
+        "ncdoc/engine/compiled_rules.py is out of date: run python -m ncdoc.engine.ruleset --compile"
+
+
+def test_the_bundled_rules_come_from_the_module_as_compiled_json_has_them(tmp_path):
+    import shutil
+    for name in ("compiled.json", "compiled_docs.json"):
+        shutil.copy(Path(ruleset.compiled_path()).parent / name, tmp_path / name)
+    from_json = ruleset.load(str(tmp_path))
+    bundled = ruleset._bundled()
+    assert bundled is not None and ruleset.load().rules == bundled.rules
+    def values(rule):
+        return [(name, getattr(rule, name), type(getattr(rule, name))) for name in COMPILED_FIELDS]
+    assert [values(r) for r in bundled] == [values(r) for r in from_json]
+    assert all(a == b for a, b in zip(bundled, from_json))        # docs too (read from compiled_docs.json)
+    assert bundled.check_modules == from_json.check_modules
 
 
 def test_compiled_and_sources_agree(rules):

@@ -45,6 +45,33 @@ def test_records_are_frozen_and_replaceable():
     assert record.replace(Status.ok(), reason="r").reason == "r"
 
 
+def test_a_record_deriving_from_record_base_behaves_as_a_decorated_plain_class():
+    # Record gives by inheritance the methods @record sets on a plain class (the check path's records)
+    import dataclasses
+    import pickle
+
+    def make(base):
+        ns = {"__annotations__": {"a": "int", "b": "tuple[str, ...]"}, "b": record.field(default_factory=tuple)}
+        return record.record(frozen=True)(type("R", base, ns))
+
+    for cls in (make(()), make((record.Record,))):
+        x = cls(1, ("p",))
+        assert x == cls(a=1, b=("p",)) and x != cls(2) and hash(x) == hash(cls(1, ("p",)))
+        assert repr(x) == "R(a=1, b=('p',))" and cls(1).b == () and cls.__match_args__ == ("a", "b")
+        with pytest.raises(AttributeError):
+            x.a = 2
+        with pytest.raises(AttributeError):
+            del x.a
+        with pytest.raises(TypeError):
+            cls()
+        globals()["R"] = cls             # pickle finds the class by its module and name
+        cls.__module__, cls.__qualname__ = __name__, "R"
+        assert pickle.loads(pickle.dumps(x)) == x
+        assert [f.name for f in dataclasses.fields(x)] == ["a", "b"] and record.asdict(x) == {"a": 1, "b": ["p"]}
+    with pytest.raises(TypeError, match="frozen"):
+        record.record(frozen=False)(type("M", (record.Record,), {"__annotations__": {"a": "int"}}))
+
+
 @pytest.mark.parametrize("payload, needle", [
     ({"hello": 1}, "not an ncdoc snapshot"),
     ({"schema_version": SCHEMA_VERSION + 1}, "newer ncdoc"),

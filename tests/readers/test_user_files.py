@@ -93,3 +93,20 @@ def test_every_command_writes_whole_files_or_says_why_in_one_line(capsys, tmp_pa
         rc = main([*command, str(bad)])
         out, err = capsys.readouterr()
         assert rc == 2 and words in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("controls, binary", [
+    (b"", False),                         # none at all
+    (b"\x01" * 8, False),                 # a few stray ones: at most max(8, 1%) is still text
+    (b"\x1b[0m\f\v" * 40, False),         # ANSI colour escapes, form feeds and vertical tabs are text
+    (b"\x07" * 9, True),                  # more than 8 and more than 1% of a short file
+    (b"\x7f" * 9, True),                  # DEL counts as a control byte
+])
+def test_control_bytes_make_a_file_binary_past_a_share(tmp_path, controls, binary):
+    f = tmp_path / "f.txt"
+    f.write_bytes(b"NCCL_DEBUG=INFO\n" * 20 + controls)
+    if binary:
+        with pytest.raises(InputError, match=r"binary \(control characters\)"):
+            read_user_text(f)
+    else:
+        assert read_user_text(f).startswith("NCCL_DEBUG=INFO")
