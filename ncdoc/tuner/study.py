@@ -951,8 +951,9 @@ class TuneStudy:
 
         storage = self.study._storage
         for number, trial in list(self._mine.items()):
-            if storage.get_trial(trial._trial_id).state == TrialState.RUNNING:
-                self._interrupt(trial)
+            stored = storage.get_trial(trial._trial_id)
+            if stored.state == TrialState.RUNNING:
+                self._interrupt(trial, stored.params)
             self._mine.pop(number, None)
 
     def _contender(self, trial: Any, scores: list[float]) -> bool:
@@ -1040,16 +1041,19 @@ class TuneStudy:
         else:
             self._tell(trial, state=prev.state)
 
-    def _interrupt(self, trial: Any) -> None:
-        """Ctrl-C: the trial did not finish; store it as interrupted and queue it for --resume."""
+    def _interrupt(self, trial: Any, params: Mapping[str, Any]) -> None:
+        """Ctrl-C: the trial did not finish; store it as interrupted and queue it for --resume with
+        `params`, the values its storage holds. Not trial.params: Optuna stores a suggested value before
+        it caches it in the Trial, so a Ctrl-C between the two left a stored value that was never queued
+        again (as --resume after a SIGKILL, which reads the storage, would have)."""
         from optuna.trial import TrialState
 
         trial.set_user_attr(A_FAILED, "interrupted: stopped by the user")
         trial.set_user_attr(A_KIND, INTERRUPTED)
         self._tell(trial, state=TrialState.FAIL)
-        if trial.params:
-            self.study.enqueue_trial(dict(trial.params), user_attrs={A_REQUEUED: trial.number,
-                                                                     A_STAGE: trial.user_attrs.get(A_STAGE, "")})
+        if params:
+            self.study.enqueue_trial(dict(params), user_attrs={A_REQUEUED: trial.number,
+                                                               A_STAGE: trial.user_attrs.get(A_STAGE, "")})
 
     def _report(self, started: float) -> None:
         best = self.best_estimate()

@@ -126,6 +126,33 @@ def test_resume_marks_running_trials_failed_and_requeues_them(toy):
     assert len(rerun) == 1 and rerun[0].params == params and rerun[0].state.name in ("COMPLETE", "FAIL", "PRUNED")
 
 
+def test_ctrl_c_just_after_a_value_was_stored_queues_the_trial_with_that_value(toy):
+    # Optuna stores a suggested value, then caches it in the Trial object: a Ctrl-C between the two
+    # leaves a trial whose storage holds a value its Trial does not show. It is queued again with
+    # what the storage holds, as --resume after a SIGKILL would do.
+    st = _study(toy, trials=12)
+    st.open()
+    st.measure_baseline()
+    storage = st.study._storage
+    real, calls = storage.set_trial_param, []
+
+    def set_then_interrupt(trial_id, name, value, distribution):
+        real(trial_id, name, value, distribution)
+        calls.append(trial_id)
+        if len(calls) == 9:
+            raise KeyboardInterrupt
+
+    storage.set_trial_param = set_then_interrupt
+    with pytest.raises(KeyboardInterrupt):
+        st.optimize()
+    trials = st.study.get_trials(deepcopy=False)
+    hit = next(t for t in trials if t._trial_id == calls[-1])
+    assert hit.state.name == "FAIL" and hit.user_attrs["ncdoc.fail_kind"] == "interrupted" and hit.params
+    queued = [t for t in trials if t.user_attrs.get("ncdoc.requeued_from") == hit.number]
+    assert len(queued) == 1 and queued[0].state.name == "WAITING"
+    assert queued[0].system_attrs["fixed_params"] == hit.params
+
+
 def test_grid_sampler_exhausts_a_small_space_without_screening(toy):
     st = _study(toy, trials=100, sampler="grid")
     st.open()
