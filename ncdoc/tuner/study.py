@@ -18,9 +18,12 @@ resumes where it stopped):
    The values of a variable are read together (ncdoc.tuner.effects: a smooth curve along ordered
    values such as QPs and buffer sizes), so an effect the size of the noise, invisible in one run
    of one value, can show in the trend of several.
-4. Refinement: single changes to the point with the best estimate, the one the model
-   (ncdoc.tuner.model) expects most from first (expected improvement over that point), one at a
-   time or as many as there are node groups, until no single change is expected to gain.
+4. Refinement: single changes to the point with the best estimate. A conditional variable no
+   trial has set yet (screening skips it; adaptive routing's threshold) comes first, its screened
+   values on that point; then the change the model (ncdoc.tuner.model) expects most from
+   (expected improvement over that point), a variable not yet tried on that point (or on one a
+   change from it) before another value of one that was, one at a time or as many as there are
+   node groups, until no single change is expected to gain.
 5. The joint search over the survivors: their unmeasured combinations, best-looking first, when
    they fit the budget, else the sampler (TPE by default) over the survivors only; then the close
    contenders are measured again with new runs.
@@ -78,6 +81,7 @@ INTERRUPTED = "interrupted"
 SETTING_FAILURES = ("init", "call", "crash", "hang", "timeout")
 METRIC_NAME = "busbw_vs_baseline"   # a trial's score: its busbw over the baseline's, weighted by the profile
 MIN_EI = 0.02                 # ... until no single change is expected to gain this share of the noise
+FRESH_EI = 0.01               # a variable's first look at the best point needs this share (see _refine_plan)
 SWITCH_Z = 0.25               # the recommendation changes for a challenger this many sd ahead (model)
 # Refinement exploits what the model knows: its spread for an unmeasured single change is mostly the
 # prior's allowance for interactions, the same for every variable (flat or not), so at full width the
@@ -650,6 +654,9 @@ class TuneStudy:
         cands = self._neighbours(center.params, known)
         if not cands:
             return []
+        unseen = self._unseen_children(center.params, records, cands)
+        if unseen:
+            return unseen
         mean, sd = model.predict(cands)
         scored = []
         for c, m, s in zip(cands, mean, sd):
@@ -662,7 +669,53 @@ class TuneStudy:
                 ei = gain * 0.5 * (1 + math.erf(z / math.sqrt(2))) + s * math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
             scored.append((ei, c))
         scored.sort(key=lambda x: -x[0])
-        return [c for ei, c in scored[:max(1, self.executor.slots)] if ei > MIN_EI * self.noise]
+        every = scored
+        scored = [(ei, c) for ei, c in scored if ei > MIN_EI * self.noise]
+        # One look per variable on this point before a second: the model's spread for a variable
+        # with a big effect elsewhere (QPs, before adaptive routing made them moot) keeps its other
+        # values ahead of every small lever until each has been read against this point.
+        tried = self._tried_on(self._center)
+        fresh = [(ei, c) for ei, c in every if ei > FRESH_EI * self.noise and
+                 not any(c.get(k) != v for k, v in center.params.items() if k in tried)]
+        return [c for ei, c in (fresh or scored)[:max(1, self.executor.slots)]]
+
+    def _tried_on(self, center: str | None) -> set[str]:
+        """The variables single changes have changed so far, on the point `center` or on a point one
+        change from it (the best estimate moves between near-equal points, and a variable read on
+        one of them has been read on the other)."""
+        if center is None:
+            return set()
+        base = json.loads(center)
+        out: set[str] = set()
+        for t in self._trials():
+            c = t.user_attrs.get(A_CENTER)
+            if c is None:
+                continue
+            start = json.loads(c)
+            if sum(1 for k, v in base.items() if start.get(k) != v) > 1:
+                continue
+            done = self.space.complete(t.params)
+            out.update(k for k, v in done.items() if start.get(k) != v)
+        return out
+
+    def _unseen_children(self, center: Mapping[str, str], records: list[TrialRecord],
+                         cands: list[dict[str, str]]) -> list[dict[str, str]]:
+        """The screening a conditional variable never had: its screened values on top of `center`,
+        for the first variable (in the space's order) that `center` makes active and that no measured
+        configuration has set yet. Screening skips a child (it means nothing without its parent), and
+        the model has nothing to go on for it: its estimate of an unmeasured value is the pull of
+        the study's average, so expected improvement would put it after every change it can read,
+        and the variable a parent's effect was waiting for (adaptive routing's threshold) would come last."""
+        seen = {k for r in records if r.state in ("complete", "stopped") and r.duplicate_of is None
+                for k, v in r.params.items() if v != UNSET}
+        for var in self.space.variables:
+            if not var.when or var.name in seen or not self.space.active(var, center):
+                continue
+            out = [c for c in cands if c.get(var.name) in var.screened
+                   and all(c.get(k) == v for k, v in center.items() if k != var.name)]
+            if out:
+                return out
+        return []
 
     def _beyond_noise(self, runs: int) -> float:
         """What a score of `runs` runs must exceed to count as an effect: the floor (half of

@@ -303,3 +303,31 @@ def test_candidates_prefer_the_smaller_change_when_measurements_cannot_tell(toy)
     cands = _candidates(ranked_trials(lucky, 0.01), {}, 1, {"NCCL_IB_QPS_PER_CONNECTION"}, records=lucky,
                         noise=0.01, space=space)
     assert cands[0]["NCCL_IB_QPS_PER_CONNECTION"] == "4" and cands[0]["NCCL_BUFFSIZE"] == UNSET
+
+
+def test_a_child_no_trial_has_set_is_read_on_the_best_point_before_anything_else():
+    """Adaptive routing's threshold is conditional (screening skips it) and the model knows nothing of
+    it: refinement's first trials are its screened values on top of the best point, which has AR on."""
+    from pathlib import Path
+
+    from ncdoc.tuner.backends.sim import SimBackend, sim_cluster
+    from ncdoc.tuner.safety import safe_space
+
+    profile = get_profile("fsdp")
+    backend = SimBackend(sim_cluster(preset="h100-roce-8node-ar"), seed=1)
+    root = Path(__file__).resolve().parents[2]
+    space = safe_space(load_space(str(root / "tuners" / "spaces" / "roce.yaml")), backend.hardware(),
+                       profile.collectives)
+    cfg = StudyConfig("child", "memory", "tpe", 1, 18, 2, 60.0, False)
+    st = TuneStudy(cfg, space, profile, InProcessExecutor(backend), storage=optuna.storages.InMemoryStorage(),
+                   base_env={}, describe={})
+    st.open()
+    st.measure_baseline()
+    st.optimize()
+    recs = sorted(st.records(), key=lambda r: r.number)
+    before = [r for r in recs if r.stage in ("start", "screen", "combine")]
+    assert all(r.params["NCCL_IB_AR_THRESHOLD"] == UNSET for r in before)
+    refined = [r for r in recs if r.stage == "refine"][:2]
+    assert {r.params["NCCL_IB_AR_THRESHOLD"] for r in refined} == {"65536", "262144"}
+    assert all(r.params["NCCL_IB_ADAPTIVE_ROUTING"] == "1" for r in refined)
+    assert refined[0].params == {**refined[1].params, "NCCL_IB_AR_THRESHOLD": refined[0].params["NCCL_IB_AR_THRESHOLD"]}
