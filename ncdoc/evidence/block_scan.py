@@ -176,10 +176,54 @@ def _native_passes(block: bytes) -> tuple:
 
 def line_passes(block: bytes) -> tuple[int, list, list, list]:
     """The block's newlines, its other lines, and the plain lines holding "Test " and NCCL's RAS lines
-    (the reference; each a list of (line, text))."""
-    other, nlines = _other_counted(block)
+    (the reference; each a list of (line, text)). The lines of all three are numbered in one count of the block
+    (_other_counted and _plain_with each count it: a ranks log's RAS lines, a few per rank, were a count of
+    their own)."""
+    find, count = block.find, block.count
+    end = len(block) - 1             # the block's last newline
+    other_starts = [] if _PLAIN.match(block) is not None else [0]
+    for m in _OTHER.finditer(block):
+        at = m.start()
+        if at >= end:
+            break
+        other_starts.append(at + 1)
+    test_lines, ras_lines = _needle_lines(block, _TEST), _needle_lines(block, _RAS_INFO)
+    number: dict[int, int] = {}
+    line = counted = 0
+    for ls in sorted({*other_starts, *(ls for ls, _ in test_lines), *(ls for ls, _ in ras_lines)}):
+        line += count(b"\n", counted, ls)
+        counted = ls
+        number[ls] = line
+    nlines = line + count(b"\n", counted)
+    other = [(number[ls], block[ls:find(b"\n", ls)]) for ls in other_starts]
     other_at = {n for n, _ in other}
-    return nlines, other, _plain_with(block, _TEST, other_at), _plain_with(block, _RAS_INFO, other_at)
+    return nlines, other, _numbered_plain(block, test_lines, number, other_at), \
+        _numbered_plain(block, ras_lines, number, other_at)
+
+
+def _needle_lines(block: bytes, needle: bytes) -> list[tuple[int, int]]:
+    """(start, end) of each line holding `needle`, found as _plain_with finds them."""
+    out = []
+    find, rfind = block.find, block.rfind
+    at = find(needle)
+    while at >= 0:
+        le = find(b"\n", at)
+        out.append((rfind(b"\n", 0, at) + 1, le))
+        at = find(needle, le)
+    return out
+
+
+def _numbered_plain(block: bytes, lines: list[tuple[int, int]], number: dict[int, int],
+                    other_at: set) -> list[tuple[int, bytes]]:
+    """_plain_with's answer from _needle_lines and the line numbers of their starts."""
+    out = []
+    last = -1
+    for ls, le in lines:
+        line = number[ls]
+        if line != last and line not in other_at:
+            out.append((line, block[ls:le]))
+        last = line
+    return out
 
 
 def _native_lines(block: bytes) -> tuple[int, list, list, list]:

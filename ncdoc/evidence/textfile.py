@@ -148,6 +148,12 @@ def iter_line_blocks(lines: Iterable[str | bytes], block_bytes: int = BLOCK_BYTE
         yield "".join(buf).encode("utf-8", "surrogatepass")
 
 
+# A wanted line at most this many lines on is walked to, newline by newline (a C search each); one farther is
+# first counted to: counting costs a pass over every byte, walking a call per line, and the lines quoted are
+# mostly near a block's start (counting a 4 MiB block to quote its 27th line was most of the re-reading).
+_WALK_LINES = 512
+
+
 def lines_at(path: str | Path, numbers: Iterable[int], block_bytes: int = BLOCK_BYTES) -> dict[int, str]:
     """The lines of a file at these 1-based numbers (as the block readers count them: one line per
     b"\\n", an over-long line as its head), read again in one pass that stops after the last one wanted."""
@@ -159,19 +165,25 @@ def lines_at(path: str | Path, numbers: Iterable[int], block_bytes: int = BLOCK_
     i, line = 0, 0          # the next wanted number's index; lines before the current block
     with _open(path) as f:
         for _, block in read_blocks(f, 0, None, block_bytes, name):
-            count = block.count(b"\n")
-            if want[i] > line + count:
-                line += count
-                continue
+            find = block.find
             pos, at = 0, line + 1            # the start of line `at` in this block
-            while i < len(want) and want[i] <= line + count:
-                for _ in range(want[i] - at):
-                    pos = block.index(b"\n", pos) + 1
-                at = want[i]
-                end = block.index(b"\n", pos)
+            rest = None                      # the newlines from pos on, once counted
+            while i < len(want):
+                if want[i] - at > _WALK_LINES:
+                    rest = block.count(b"\n", pos)
+                if rest is not None and want[i] > at - 1 + rest:
+                    end = -1                 # its newline is in a later block
+                else:
+                    rest = None
+                    end = find(b"\n", pos)
+                    while end >= 0 and at < want[i]:
+                        pos, at = end + 1, at + 1
+                        end = find(b"\n", pos)
+                if end < 0:
+                    break
                 out[want[i]] = block[pos:end].decode("utf-8", "replace").rstrip("\r")
                 i += 1
             if i == len(want):
                 break
-            line += count
+            line = at - 1 + (block.count(b"\n", pos) if rest is None else rest)
     return out

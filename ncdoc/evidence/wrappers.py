@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import re
 
+from ncdoc.evidence.lazy_re import lazy
+
 _TS_DATE = r"\d{4}-\d\d-\d\d"
 _TS_TIME = r"\d\d:\d\d:\d\d(?:[.,]\d{1,9})?"
 _TS_ZONE = r"(?:Z|\s?[+-]\d\d:?\d\d)?"
@@ -51,7 +53,8 @@ _WRAPPER = re.compile("(?:" + "|".join(_LAYERS) + ")+")
 # Ray's log deduplication folds identical lines from many workers into one and appends how many it
 # folded: " [repeated 15x across cluster]" (dimmed with ANSI codes on a terminal; the first time followed by
 # " (Ray deduplicates logs by default. Set RAY_DEDUP_LOGS=0 ...)"). It is not part of what the program printed.
-_RAY_REPEAT = re.compile(r"(?:\x1b?\[[0-9;]{0,12}m)?[ \t]?\[repeated \d{1,9}x across cluster\]"
+# Compiled when first asked: only a text holding "across cluster]" is searched for it.
+_RAY_REPEAT = lazy(r"(?:\x1b?\[[0-9;]{0,12}m)?[ \t]?\[repeated \d{1,9}x across cluster\]"
                          r"(?: \(Ray deduplicates logs by default\.[^\n]{0,400}?\))?(?:\x1b?\[[0-9;]{0,12}m)?[ \t\r]*$")
 
 
