@@ -210,9 +210,15 @@ def test_ctrl_c_waits_for_each_thread_to_stop_what_it_launched():
         time.sleep(0.3)             # the main thread is waiting for the threads by now
         os.kill(os.getpid(), signal.SIGINT)
 
-    threading.Thread(target=ctrl_c, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        scale._run_threads(backend, work, 2)
+    # Python's Ctrl-C handler, also where the suite was started with SIGINT ignored (a background job
+    # of a script), in which case Python installs none
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        threading.Thread(target=ctrl_c, daemon=True).start()
+        with pytest.raises(KeyboardInterrupt):
+            scale._run_threads(backend, work, 2)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert sorted(stopped) == [0, 1]           # nothing still running when the interrupt goes on
     assert not cancel.is_set()                 # the launcher is usable again (a resumed study)
 

@@ -163,7 +163,10 @@ def test_ctrl_c_ends_the_remote_ranks_and_the_tune(tmp_path):
                              "workstation-2gpu", "--nodes", "1", "--gpus-per-node", "1", "--nccl-tests-dir", str(BIN),
                              "--timeout", "300", "--iters", "20", "--out", str(tmp_path / "out")],
                             env=env, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)
+                            start_new_session=True,
+                            # Ctrl-C's own disposition, also where the suite itself was started with SIGINT
+                            # ignored (a background job of a script): a child inherits that
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and not any(
