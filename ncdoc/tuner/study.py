@@ -22,8 +22,9 @@ resumes where it stopped):
    trial has set yet (screening skips it; adaptive routing's threshold) comes first, its screened
    values on that point; then the change the model (ncdoc.tuner.model) expects most from
    (expected improvement over that point), a variable not yet tried on that point (or on one a
-   change from it) before another value of one that was, one at a time or as many as there are
-   node groups, until no single change is expected to gain.
+   change from it) before another value of one that was (each side of an ordered variable's value
+   counts as its own look), one at a time or as many as there are node groups, until no single
+   change is expected to gain.
 5. The joint search over the survivors: their unmeasured combinations, best-looking first, when
    they fit the budget, else the sampler (TPE by default) over the survivors only; then the close
    contenders are measured again with new runs.
@@ -294,6 +295,26 @@ def ranked_trials(records: list[TrialRecord], noise: float, space: SearchSpace |
     else:
         est = shrunk([statistics.fmean(runs) for _, runs in items], [len(runs) for _, runs in items], noise)
     return sorted(((r, e) for (r, _), e in zip(items, est)), key=lambda x: -x[1])
+
+
+def refine_order(scored: list[tuple[float, dict[str, str]]], center: Mapping[str, str],
+                 tried: set[tuple[str, int]], noise: float,
+                 side: Callable[[str, str, str], int] = lambda name, value, ref: 0) -> list[dict[str, str]]:
+    """Refinement's single changes to `center` in the order they are measured, from (expected
+    improvement, change) each; `tried`: the (variable, side) looks changes on `center` (or a point
+    one change from it) have had already, `side(name, value, ref)` the side of `ref` a value lies on
+    along an ordered variable (-1 below, +1 above, 0 for a variable without order). Empty when none
+    is worth a run.
+
+    One look per variable and side on this point before a second: the model's spread for a variable
+    with a big effect elsewhere (QPs, before adaptive routing made them moot) keeps its other values
+    ahead of every small lever until each has been read against this point. A look below an ordered
+    variable's value says nothing of the slope above it (a buffer size smaller than the best point's
+    found worse leaves the larger one open), so each side gets its own look."""
+    ranked = sorted(scored, key=lambda x: -x[0])
+    fresh = [c for ei, c in ranked if ei > FRESH_EI * noise and
+             not any((k, side(k, c[k], v)) in tried for k, v in center.items() if c.get(k) != v)]
+    return fresh or [c for ei, c in ranked if ei > MIN_EI * noise]
 
 
 @dataclass
@@ -668,25 +689,27 @@ class TuneStudy:
                 z = gain / s
                 ei = gain * 0.5 * (1 + math.erf(z / math.sqrt(2))) + s * math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
             scored.append((ei, c))
-        scored.sort(key=lambda x: -x[0])
-        every = scored
-        scored = [(ei, c) for ei, c in scored if ei > MIN_EI * self.noise]
-        # One look per variable on this point before a second: the model's spread for a variable
-        # with a big effect elsewhere (QPs, before adaptive routing made them moot) keeps its other
-        # values ahead of every small lever until each has been read against this point.
-        tried = self._tried_on(self._center)
-        fresh = [(ei, c) for ei, c in every if ei > FRESH_EI * self.noise and
-                 not any(c.get(k) != v for k, v in center.params.items() if k in tried)]
-        return [c for ei, c in (fresh or scored)[:max(1, self.executor.slots)]]
+        return refine_order(scored, center.params, self._tried_on(self._center), self.noise, self._side)[
+            :max(1, self.executor.slots)]
 
-    def _tried_on(self, center: str | None) -> set[str]:
-        """The variables single changes have changed so far, on the point `center` or on a point one
-        change from it (the best estimate moves between near-equal points, and a variable read on
-        one of them has been read on the other)."""
+    def _side(self, name: str, value: str, ref: str) -> int:
+        """-1 or +1: `value` below or above `ref` along `name`, where every value of it (unset: NCCL's
+        default) is a number; 0 for a variable without that order."""
+        var = next((v for v in self.space.variables if v.name == name), None)
+        nums = [self.space.numeric(name, x) for x in (var.values if var else ())]
+        a, b = self.space.numeric(name, value), self.space.numeric(name, ref)
+        if not nums or any(x is None for x in nums) or a is None or b is None or a == b:
+            return 0
+        return 1 if a > b else -1
+
+    def _tried_on(self, center: str | None) -> set[tuple[str, int]]:
+        """The (variable, side of `center`'s value) looks single changes have had so far, on the
+        point `center` or on a point one change from it (the best estimate moves between near-equal
+        points, and a variable read on one of them has been read on the other); see refine_order."""
         if center is None:
             return set()
         base = json.loads(center)
-        out: set[str] = set()
+        out: set[tuple[str, int]] = set()
         for t in self._trials():
             c = t.user_attrs.get(A_CENTER)
             if c is None:
@@ -695,7 +718,11 @@ class TuneStudy:
             if sum(1 for k, v in base.items() if start.get(k) != v) > 1:
                 continue
             done = self.space.complete(t.params)
-            out.update(k for k, v in done.items() if start.get(k) != v)
+            for k, v in done.items():
+                if start.get(k) == v:
+                    continue
+                s = self._side(k, v, base.get(k, UNSET)) if start.get(k) == base.get(k) else 0
+                out.update({(k, s)} if s else {(k, -1), (k, 0), (k, 1)})
         return out
 
     def _unseen_children(self, center: Mapping[str, str], records: list[TrialRecord],

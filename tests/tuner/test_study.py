@@ -11,7 +11,7 @@ from ncdoc.tuner.profiles import get_profile
 from ncdoc.tuner.run import TuneOptions, run_tune
 from ncdoc.tuner.space import UNSET
 from ncdoc.tuner.space_file import load_space
-from ncdoc.tuner.study import RACE_RUNS, StudyConfig, TuneStudy, incumbent, storage_for
+from ncdoc.tuner.study import RACE_RUNS, StudyConfig, TuneStudy, incumbent, refine_order, storage_for
 from tuner_toy import SPACE, ToyBackend
 
 optuna = pytest.importorskip("optuna")
@@ -331,3 +331,23 @@ def test_a_child_no_trial_has_set_is_read_on_the_best_point_before_anything_else
     assert {r.params["NCCL_IB_AR_THRESHOLD"] for r in refined} == {"65536", "262144"}
     assert all(r.params["NCCL_IB_ADAPTIVE_ROUTING"] == "1" for r in refined)
     assert refined[0].params == {**refined[1].params, "NCCL_IB_AR_THRESHOLD": refined[0].params["NCCL_IB_AR_THRESHOLD"]}
+
+
+
+def test_refinement_reads_each_variable_and_side_once_on_the_best_point_before_a_second_value():
+    center = {"A": "8", "C": "x", "B": "unset"}
+
+    def side(name, value, ref):                 # A is ordered (numbers), C is not
+        return (int(value) > int(ref)) - (int(value) < int(ref)) if name == "A" else 0
+    below, above, beyond = {**center, "A": "2"}, {**center, "A": "16"}, {**center, "A": "32"}
+    other_c, first_b = {**center, "C": "y"}, {**center, "B": "1"}
+    noise = 0.01
+    scored = [(0.009, below), (0.008, other_c), (0.006, beyond), (0.003, above), (0.002, first_b)]
+    assert refine_order(scored, center, set(), noise, side) == [below, other_c, beyond, above, first_b]
+    # A looked at below 8 and C at another value: the side above 8 and B still get their first look
+    looked = {("A", -1), ("C", 0)}
+    assert refine_order(scored, center, looked, noise, side) == [beyond, above, first_b]
+    # once every variable and side has had its look, the rest by expected improvement, down to MIN_EI's share
+    looked |= {("A", 1), ("B", 0)}
+    assert refine_order(scored + [(0.00005, {**center, "C": "z"})], center, looked, noise, side) == \
+        [below, other_c, beyond, above, first_b]
