@@ -9,7 +9,6 @@ kernel module's version).
 
 from __future__ import annotations
 
-import re
 
 from ncdoc.checks.evidence_common import cite_cuda, cite_kind, cite_problems, cuda_errors, gpu_name, merge_evidence
 from ncdoc.engine.rules import Context, check
@@ -17,6 +16,7 @@ from ncdoc.evidence.host_output import driver_branch
 from ncdoc.findings import Evidence, Hit
 from ncdoc.nccl import cuda_versions as cv
 from ncdoc.readers.numbers import is_digits
+from ncdoc.startup.compiled_patterns import precompiled
 
 
 def _hosts(ctx: Context) -> list:
@@ -219,7 +219,7 @@ def _framework_arch(h) -> Hit:
 
 _REGISTER = ("ibv_reg_mr", "ibv_reg_mr_iova", "ibv_reg_mr_iova2", "ibv_create_cq", "ibv_create_qp", "ibv_alloc_pd",
              "ibv_reg_dmabuf_mr")
-_REGISTERS = re.compile(r"reg|[Rr]egister|MR\b")
+_REGISTERS = precompiled(r"reg|[Rr]egister|MR\b")
 _LOW_KIB = 1 << 20        # below 1 GiB of locked memory RDMA buffers of a multi-GPU job do not fit
 
 

@@ -16,7 +16,6 @@ which it ends its remote ranks, then SIGKILL to what is left in its process grou
 from __future__ import annotations
 
 import os
-import re
 import subprocess
 
 from ncdoc.cluster import processes
@@ -24,10 +23,11 @@ from ncdoc.cluster.launch import (Job, JobRun, Launcher, NodeRun, find_tool, job
                                   parse_marks, wrap)
 from ncdoc.cluster.nodes import expand, read_hostfile, unique, within
 from ncdoc.errors import UsageError
+from ncdoc.startup.compiled_patterns import precompiled
 
 FLAVOURS = ("openmpi", "hydra", "intel")
-_OMPI_TAG = re.compile(r"^\[(?:[^\]]*,)?(\d{1,20}(?!\d))\]<(stdout|stderr)>: ?(.*)$")
-_RANK_TAG = re.compile(r"^\[(\d{1,20}(?!\d))\] ?(.*)$")
+_OMPI_TAG = precompiled(r"^\[(?:[^\]]*,)?(\d{1,20}(?!\d))\]<(stdout|stderr)>: ?(.*)$")
+_RANK_TAG = precompiled(r"^\[(\d{1,20}(?!\d))\] ?(.*)$")
 
 
 def detect_flavour(mpirun: str, environ=None) -> str:

@@ -11,15 +11,15 @@ list it had to guess at.
 
 from __future__ import annotations
 
-import re
 
 from ncdoc.errors import InputError, UsageError, shown
 from ncdoc.readers.numbers import is_digits
+from ncdoc.startup.compiled_patterns import precompiled
 
 MAX_NAMES = 100_000          # names one list may expand to: more is a typo, not a cluster
 
-_RANGE = re.compile(r"\[([^\[\]]*)\]")
-_NAME = re.compile(r"[A-Za-z0-9_.\-]+\Z")
+_RANGE = precompiled(r"\[([^\[\]]*)\]")
+_NAME = precompiled(r"[A-Za-z0-9_.\-]+\Z")
 
 
 def _split_top(text: str) -> list[str]:
@@ -95,7 +95,7 @@ def expand(expr: str) -> list[str]:
     return names
 
 
-_TAIL = re.compile(r"(.*?)(\d{1,20}(?!\d))\Z")
+_TAIL = precompiled(r"(.*?)(\d{1,20}(?!\d))\Z")
 
 
 def compress(names) -> str:

@@ -15,17 +15,17 @@ SIGTERM and SIGKILL.
 from __future__ import annotations
 
 import os
-import re
 
 from ncdoc.cluster import processes
 from ncdoc.cluster.launch import (Job, JobRun, Launcher, Marks, NodeRun, find_tool, job_environ, job_result, last_line,
                                   node_run, parse_marks, wrap)
 from ncdoc.cluster.nodes import compress, expand, read_hostfile, unique, within
 from ncdoc.errors import UsageError
+from ncdoc.startup.compiled_patterns import precompiled
 
-_LABEL = re.compile(r"^\s*(\d{1,20}(?!\d)): ?(.*)$")
-_TASK_ERROR = re.compile(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.*)$")
-_NODE_FAIL = re.compile(r"^srun: error: Node failure on (\S+)")
+_LABEL = precompiled(r"^\s*(\d{1,20}(?!\d)): ?(.*)$")
+_TASK_ERROR = precompiled(r"^srun: error: (\S+): tasks? ([\d,\-]+): (.*)$")
+_NODE_FAIL = precompiled(r"^srun: error: Node failure on (\S+)")
 
 
 class SlurmLauncher(Launcher):

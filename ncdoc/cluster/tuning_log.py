@@ -20,17 +20,17 @@ NVLSTree, Simple), so a measured choice can be written back as a setting.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 from dataclasses import dataclass, field
 from ncdoc.readers.numbers import is_digits
+from ncdoc.startup.compiled_patterns import precompiled
 
-_PREFIX = re.compile(r"(?P<host>[\w.\-]+):(?P<pid>\d{1,20}(?!\d)):(?P<tid>\d{1,20}(?!\d)) \[(?P<dev>\d{1,20}(?!\d))\] NCCL INFO (?P<msg>.*)$")
-_TUNE_NAMED = re.compile(r"^(?P<coll>\w+): (?P<bytes>\d{1,20}(?!\d)) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
+_PREFIX = precompiled(r"(?P<host>[\w.\-]+):(?P<pid>\d{1,20}(?!\d)):(?P<tid>\d{1,20}(?!\d)) \[(?P<dev>\d{1,20}(?!\d))\] NCCL INFO (?P<msg>.*)$")
+_TUNE_NAMED = precompiled(r"^(?P<coll>\w+): (?P<bytes>\d{1,20}(?!\d)) Bytes -> Algo (?P<algo>\w+) proto (?P<proto>\w+)"
                          r"(?: channel\{Lo\.\.Hi\}=\{(?P<lo>\d{1,20}(?!\d))\.\.(?P<hi>\d{1,20}(?!\d))\})?")
-_TUNE_BARE = re.compile(r"^(?P<bytes>\d{1,20}(?!\d)) Bytes -> Algo (?P<algo>\d{1,20}(?!\d)) proto (?P<proto>\d{1,20}(?!\d))")
-_ENV = re.compile(r"^(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<value>.*\S|)\s*$")
-_VERSION = re.compile(r"^NCCL version (?P<v>\d+\.\d+\.\d+)")
+_TUNE_BARE = precompiled(r"^(?P<bytes>\d{1,20}(?!\d)) Bytes -> Algo (?P<algo>\d{1,20}(?!\d)) proto (?P<proto>\d{1,20}(?!\d))")
+_ENV = precompiled(r"^(?P<name>NCCL_[A-Z0-9_]+) set (?:by environment )?to (?P<value>.*\S|)\s*$")
+_VERSION = precompiled(r"^NCCL version (?P<v>\d+\.\d+\.\d+)")
 
 # Algorithm and protocol ids (src/include/devcomm.h order) and ncclAlgoToString's names.
 ALGO_IDS = ("Tree", "Ring", "CollnetDirect", "CollnetChain", "NVLS", "NVLSTree", "PAT")

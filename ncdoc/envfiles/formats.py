@@ -19,12 +19,12 @@ never sees half a file, even when the writer is killed.
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from pathlib import Path
 from typing import Mapping
 
 from ncdoc.errors import CONTROL_ESCAPES, InputError, shown
+from ncdoc.startup.compiled_patterns import precompiled
 
 FORMATS = ("sh", "dotenv", "nccl.conf", "slurm", "k8s", "json")
 # Where each format goes when written next to nccl.env (sh is nccl.env itself).
@@ -33,14 +33,14 @@ FILE_NAMES = {"sh": "nccl.env", "dotenv": "nccl.dotenv", "nccl.conf": "nccl.conf
 
 JSON_SCHEMA_VERSION = 1
 
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+_NAME = precompiled(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 # NCCL's config-file reader (src/misc/param.cc) splits at the first '=', strips only the line end,
 # and truncates names and values at 1023 characters; it never removes quotes or blanks.
 _NCCL_CONF_MAX = 1023
 # Characters a reader of nccl.conf would take for quoting or shell syntax. NCCL keeps them
 # literally, so a value holding them cannot be written there unambiguously.
-_NCCL_CONF_BAD = re.compile(r"[\s'\"\\`$]")
-_DOTENV_BARE = re.compile(r"[A-Za-z0-9_./:,=^@%+\-]*\Z")
+_NCCL_CONF_BAD = precompiled(r"[\s'\"\\`$]")
+_DOTENV_BARE = precompiled(r"[A-Za-z0-9_./:,=^@%+\-]*\Z")
 
 
 def _check(values: Mapping[str, str]) -> None:

@@ -20,17 +20,17 @@ other readers. Finding the other lines is one C pass; in a log of NCCL's own lin
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 from ncdoc.evidence import nccl_log_patterns as P
 from ncdoc.evidence.nccl_log_native import NATIVE as _NATIVE
+from ncdoc.startup.compiled_patterns import precompiled
 
 # The shape NCCL prints its lines in: a host token (a launcher tag without a space may be glued to it), the
 # device, the level. A line of this shape is never a pasted body (bare_line leaves it), a launch setting, an
 # nccl-tests line nor a node listing line.
-_PLAIN = re.compile(rb"\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) ")
-_OTHER = re.compile(rb"\n(?!\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) )")
+_PLAIN = precompiled(rb"\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) ")
+_OTHER = precompiled(rb"\n(?!\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) )")
 _RAS_INFO = b"NCCL INFO RAS "        # NCCL's RAS subsystem lines: the RAS report reader reads those that say
 # a peer is dead, a connection retry or a collective timed out (ras_report's log lines); the rest say nothing to it
 _RAS_EVENTS = (b"RAS declaring peer", b"RAS connection from peer", b"RAS connect retry", b"RAS collective")

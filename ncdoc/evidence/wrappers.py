@@ -20,9 +20,9 @@ digits then a colon), a failure line's `host: Test ...`.
 
 from __future__ import annotations
 
-import re
 
 from ncdoc.evidence.lazy_re import lazy
+from ncdoc.startup.compiled_patterns import precompiled
 
 _TS_DATE = r"\d{4}-\d\d-\d\d"
 _TS_TIME = r"\d\d:\d\d:\d\d(?:[.,]\d{1,9})?"
@@ -47,7 +47,7 @@ _LAYERS = (
     # row of nccl-tests, NCCL's "host:pid:tid " (a failure line's own "host: Test ..." stays)
     r"[\w.\-]{1,64}: (?=#|[ \t]*\d|[\w.\-]{1,64}:\d{1,10}:\d{1,10} )",
 )
-_WRAPPER = re.compile("(?:" + "|".join(_LAYERS) + ")+")
+_WRAPPER = precompiled("(?:" + "|".join(_LAYERS) + ")+")
 
 
 # Ray's log deduplication folds identical lines from many workers into one and appends how many it

@@ -40,6 +40,7 @@ from ncdoc.examples.tree import (Built, NetDev, PciNode, Rdma, TreeWriter, auto_
                                 write_netdev, write_pci, write_rdma, port_facts, ip_json)
 from ncdoc.resources import examples_dir
 from ncdoc.snapshot import Snapshot
+from ncdoc.startup.compiled_patterns import precompiled
 
 SPEC_KEYS = {"description", "base", "host", "env", "home", "files", "links", "numa", "host_bridges",
              "bridge_parts", "bridges", "acs", "devices", "net", "nvml", "verbs", "parts"}
@@ -125,7 +126,7 @@ def list_examples() -> list[tuple[str, str]]:
     return out
 
 
-_BASE = re.compile(r"[\w./-]{1,200}")
+_BASE = precompiled(r"[\w./-]{1,200}")
 
 
 def load_spec(spec_or_name: dict[str, Any] | str | Path, _seen: tuple[str, ...] = ()) -> dict[str, Any]:

@@ -13,6 +13,7 @@ import re
 from ncdoc.errors import InputError
 from ncdoc.evidence.lazy_re import lazy
 from ncdoc.startup.json_load import load_data
+from ncdoc.startup.compiled_patterns import compiled, precompiled, register
 
 class _Sign:
     """A pattern a kind's lines bear, compiled the first time a text holds one of the words every match of it
@@ -27,11 +28,12 @@ class _Sign:
 
     def __init__(self, pattern: str, needs: tuple, flags: int = re.M, free: tuple | None = None, raw: bool = False):
         self.pattern, self.flags, self.needs, self.free, self.raw, self._rx = pattern, flags, needs, free, raw, None
+        register(pattern, flags)
 
     @property
     def rx(self) -> re.Pattern:
         if self._rx is None:
-            self._rx = re.compile(self.pattern, self.flags)
+            self._rx = compiled(self.pattern, self.flags)
         return self._rx
 
     def possible(self, text: str) -> bool:
@@ -67,10 +69,11 @@ ALL = ()      # a sign that may match any line
 def _found(pattern: str):
     """A need that is a pattern starting with a literal (C skips to its candidates), compiled when first asked."""
     box: list = []
+    register(pattern, re.M)
 
     def need(text: str) -> bool:
         if not box:
-            box.append(re.compile(pattern, re.M))
+            box.append(compiled(pattern, re.M))
         return box[0].search(text) is not None
     return need
 
@@ -197,7 +200,7 @@ def check_text(text: str, what: str = "input") -> None:
         raise InputError(f"{what} is binary or not UTF-8 text")
 
 
-_CONTROLS = re.compile("[\x00-\x08\x0e-\x1a\x1c-\x1f]")     # below a space, and no tab, line end or escape
+_CONTROLS = precompiled("[\x00-\x08\x0e-\x1a\x1c-\x1f]")     # below a space, and no tab, line end or escape
 
 _EMBEDDED_IBV = _Sign(r"^[ \t]*hca_id:[ \t]*\S", ("hca_id:",))
 
@@ -301,8 +304,8 @@ class Sample:
 
 
 # A line as NCCL prints it: a host token (a launcher tag without a space glued to it), the device, the level.
-_PLAIN_LINE = re.compile(r"\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) ")
-_OTHER_LINE = re.compile(r"\n(?!\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) )")   # a newline before another line
+_PLAIN_LINE = precompiled(r"\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) ")
+_OTHER_LINE = precompiled(r"\n(?!\S{1,200} \[\d+\] NCCL (?:INFO|WARN|TRACE) )")   # a newline before another line
 # what splitlines() also ends a line at, each looked for alone (a C character search; a regex class over a
 # 1 MiB head took 7 ms)
 _OTHER_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e"

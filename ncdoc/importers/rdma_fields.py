@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from ncdoc.snapshot import Hca, Port
+from ncdoc.startup.compiled_patterns import precompiled
 
 # IB per-lane signalling name for a per-lane Gb/s figure (ibv_devinfo prints only the figure)
 LANE_SPEED = {2.5: "SDR", 5.0: "DDR", 10.0: "QDR", 14.0: "FDR", 25.0: "EDR", 50.0: "HDR",
@@ -25,7 +26,7 @@ _STATES = {"active": "ACTIVE", "down": "DOWN", "init": "INIT", "initializing": "
 
 
 # a line that starts another tool's record, or a shell prompt: the current record is over
-_RECORD_END = re.compile(r"^\s*(?:hca_id:|CA '|Infiniband device '|DEV\s+PORT\s+INDEX\b)|"
+_RECORD_END = precompiled(r"^\s*(?:hca_id:|CA '|Infiniband device '|DEV\s+PORT\s+INDEX\b)|"
                          r"^[\w.-]*@[\w.-]+:\S*\s*[$#]|^\s*[$#]\s+\w")
 
 

@@ -13,6 +13,7 @@ import re
 from ncdoc.errors import InputError
 from ncdoc.evidence.lazy_re import lazy
 from ncdoc.snapshot import PathMatrix, Status
+from ncdoc.startup.compiled_patterns import precompiled
 
 _ESCAPE = lazy(r"\x1b\[[0-9;]*[A-Za-z]")
 _PATH = lazy(r"X|NV\d+|PIX|PXB|PHB|NODE|SYS|SOC|C2C|NVB|P2C|PXN")
@@ -21,7 +22,7 @@ _LEGEND_ENTRY = lazy(r"^\s*(NIC\d+)\s*:\s*(\S+)\s*$")
 _TRAILING = (("CPU", "Affinity"), ("NUMA", "Affinity"), ("GPU", "NUMA", "ID"), ("NUMA",))
 # A column label: GPUn, NICn, or the RDMA device name old drivers print (mlx5_0, bnxt_re1, efa_0). Anything
 # else is no device: taking every header token as one made a pasted 16 KB line a matrix of 2,000 devices.
-_LABEL = re.compile(r"(?:GPU|NIC)\d{1,4}|[a-z][a-z0-9_.-]{0,31}")
+_LABEL = precompiled(r"(?:GPU|NIC)\d{1,4}|[a-z][a-z0-9_.-]{0,31}")
 MAX_LABELS = 256              # GPUs and NICs of one node, with room: an NVL72 tray has 4 GPUs, an HGX 8 + 10 NICs
 
 

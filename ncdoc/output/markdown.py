@@ -11,12 +11,13 @@ import re
 
 from ncdoc.output.parts import one_line, plain_lines, sections, skipped_groups, stage_of, summary_line
 from ncdoc.output.text import scalar
+from ncdoc.startup.compiled_patterns import precompiled
 
 # What markdown (GFM) or HTML would act on in the middle of a line: emphasis, code, links and images
 # (all opened by '['), tables, strikethrough, HTML tags and autolinks, entity references. '_' only acts
 # at a word's edge (NCCL_IB_HCA stays as it is); '#', '-', '+', '>' and "1." only at a line's start,
 # which escaped text never is.
-_ACTIVE = re.compile(r"[\\`*\[<|~]|&(?=#?\w+;)|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
+_ACTIVE = precompiled(r"[\\`*\[<|~]|&(?=#?\w+;)|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9])")
 
 
 def md(text) -> str:
@@ -25,7 +26,7 @@ def md(text) -> str:
 
 
 # a code span in a rule's own text (fixes name commands so: `ncdoc topo`); the backtick run closes it
-_SPAN = re.compile(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
+_SPAN = precompiled(r"(`+)(?!`)(.+?)(?<!`)\1(?!`)")
 
 
 def prose(text) -> str:

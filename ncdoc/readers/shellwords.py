@@ -11,10 +11,11 @@ punctuation characters (; & | ( ) for a command line) are words of their own.
 from __future__ import annotations
 
 import re
+from ncdoc.startup.compiled_patterns import precompiled
 
 _BLANK = " \t\r\n"
 _DQ_ESCAPES = "$`\"\\\n"
-_DQ_RUN = re.compile(r'[^"\\]*')
+_DQ_RUN = precompiled(r'[^"\\]*')
 _PLAIN: dict[str, re.Pattern] = {}
 
 

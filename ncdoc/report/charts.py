@@ -19,6 +19,7 @@ import re
 from typing import Sequence
 
 from ncdoc.report.curves import CurveSet
+from ncdoc.startup.compiled_patterns import precompiled
 
 # Okabe-Ito, in the order series take them; dashes and markers differ too, for greyscale prints.
 PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
@@ -50,7 +51,7 @@ def _rc(matplotlib) -> dict:
             "legend.frameon": False, "figure.dpi": 72, "axes.axisbelow": True}
 
 
-_ID = re.compile(r'\bid="([^"]+)"')
+_ID = precompiled(r'\bid="([^"]+)"')
 
 
 def _inline(svg: str, prefix: str) -> str:

@@ -18,6 +18,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
+from ncdoc.startup.compiled_patterns import precompiled
 
 
 @dataclass(frozen=True)
@@ -61,7 +62,7 @@ class TuneData:
     guard_note: str = ""
 
 
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)i?B?\s*$", re.I)
+_SIZE = precompiled(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([KMGT]?)i?B?\s*$", re.I)
 _MULT = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -113,9 +114,9 @@ def explain_sizes(md: str) -> tuple[dict[str, dict[str, list]], dict[str, float]
     return {k: v for k, v in sizes.items() if v}, expected
 
 
-_WHY_PCT = re.compile(r"without it the score (drops|changes) ([+-]?[0-9]+(?:\.[0-9]+)?) %")
-_WHY_BOUND = re.compile(r"at least ([0-9]+(?:\.[0-9]+)?) % at ([0-9]+(?:\.[0-9]+)? %) confidence")
-_TABLE_PCT = re.compile(r"([+-]?[0-9]+(?:\.[0-9]+)?) % ± ([0-9]+(?:\.[0-9]+)?) %")
+_WHY_PCT = precompiled(r"without it the score (drops|changes) ([+-]?[0-9]+(?:\.[0-9]+)?) %")
+_WHY_BOUND = precompiled(r"at least ([0-9]+(?:\.[0-9]+)?) % at ([0-9]+(?:\.[0-9]+)? %) confidence")
+_TABLE_PCT = precompiled(r"([+-]?[0-9]+(?:\.[0-9]+)?) % ± ([0-9]+(?:\.[0-9]+)?) %")
 
 
 def effects_of(summary: dict[str, Any], md: str) -> tuple[Effect, ...]:

@@ -15,8 +15,9 @@ from ncdoc.errors import InputError
 from ncdoc.readers.textfile import read_user_text
 # check_keys is the package's one check of a mapping's keys; the tuner's data files use it from here
 from ncdoc.readers.yaml_lines import LineDict, check_keys, load_yaml  # noqa: F401
+from ncdoc.startup.compiled_patterns import precompiled
 
-_SIZE = re.compile(r"\s*(\d{1,20}(?!\d))\s*([KMGT]?)(i?B)?\s*\Z", re.IGNORECASE)
+_SIZE = precompiled(r"\s*(\d{1,20}(?!\d))\s*([KMGT]?)(i?B)?\s*\Z", re.IGNORECASE)
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 

@@ -39,9 +39,10 @@ from typing import Any, Callable, Iterator, Mapping
 
 from ncdoc.errors import RunnerError, UsageError
 from ncdoc.tuner.backends import Backend, Measurement, RunContext, TrialFailed
+from ncdoc.startup.compiled_patterns import precompiled
 
 GROUP_PREFIX = "ncdoc_nodegroup_"
-_GROUP_RE = re.compile(re.escape(GROUP_PREFIX) + r"(\d{1,20}(?!\d))\Z")
+_GROUP_RE = precompiled(re.escape(GROUP_PREFIX) + r"(\d{1,20}(?!\d))\Z")
 # How long a submitted job may wait for a worker before it is reported as never started: long
 # enough for a fresh worker on a loaded machine or a node joining, short of forever.
 START_LIMIT_S = 180.0

@@ -7,7 +7,6 @@ Format (see tuners/spaces/ib.yaml): schema_version, name, fabric, description, v
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ncdoc.errors import InputError, UsageError
@@ -16,13 +15,14 @@ from ncdoc.tuner import datafile
 from ncdoc.tuner.datafile import check_keys, line_of
 from ncdoc.tuner.space import (CAPABILITIES, COLLECTIVES, CONDITION_OPS, CONSTRAINT_OPS, FABRICS, UNSET, Choice,
                                Condition, Constraint, SearchSpace, Variable)
+from ncdoc.startup.compiled_patterns import precompiled
 
 _SPACE_KEYS = ("schema_version", "name", "fabric", "description", "variables", "constraints", "starts")
 _VAR_KEYS = ("values", "requires", "collectives", "min_nccl", "max_nccl", "when", "default", "description",
              "screen")
 _VALUE_KEYS = ("value", "requires", "collectives", "min_nccl", "max_nccl")
-_VAR_NAME = re.compile(r"NCCL_[A-Z0-9_]+\Z")
-_VERSION = re.compile(r"\d+(\.\d+){0,2}\Z")
+_VAR_NAME = precompiled(r"NCCL_[A-Z0-9_]+\Z")
+_VERSION = precompiled(r"\d+(\.\d+){0,2}\Z")
 
 def default_space_path(fabric: str):
     if fabric not in FABRICS:

@@ -1,0 +1,77 @@
+"""ncdoc.startup.compiled_patterns: patterns read from the table are re.compile's, and anything the table
+cannot answer is compiled, so a missing, stale or damaged table never changes an answer."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import struct
+import zlib
+from binascii import b2a_base64
+from pathlib import Path
+
+import pytest
+
+from ncdoc.evidence import nccl_log_patterns as P
+from ncdoc.startup import compiled_patterns as cp
+
+TABLE = Path(cp.__file__).with_name(cp.table_module().rsplit(".", 1)[1] + ".py")
+needs_table = pytest.mark.skipif(not TABLE.is_file(),
+                                 reason=f"no pattern table for {sys.implementation.cache_tag} (only a slower start)")
+
+
+def _boom(*_a, **_k):
+    raise AssertionError("re.compile was called")
+
+
+@needs_table
+def test_table_is_current_for_this_python():
+    # every pattern ncdoc's modules register is in the table with re.compile's code, and nothing else is
+    got = subprocess.run([sys.executable, "-m", "ncdoc.startup.compiled_patterns"], capture_output=True, text=True,
+                         timeout=120)
+    assert got.returncode == 0, got.stdout + got.stderr
+    assert got.stdout.strip().endswith("current")
+
+
+@needs_table
+def test_log_patterns_come_from_the_table_and_match_as_compiled(monkeypatch):
+    cp.reset()
+    lazies = (P.AGG, P.SCAN, P.VIA, P.COMM, P.IFACE)
+    monkeypatch.setattr(re, "compile", _boom)
+    got = [cp.compiled(lazy.pattern, lazy.flags) for lazy in lazies]
+    monkeypatch.undo()
+    for rx, lazy in zip(got, lazies):
+        assert rx == re.compile(lazy.pattern, lazy.flags)        # Pattern == compares the code
+    line = "node1:123:456 [0] NCCL INFO comm 0x55d0c1 rank 3 nRanks 16 nNodes 2 localRanks 8 localRank 3 MNNVL 0"
+    assert got[3].search(line).groups() == ("0x55d0c1", "3", "16")
+
+
+def test_a_pattern_not_in_the_table_is_compiled():
+    rx = cp.compiled(r"no (such)+ pattern \d{3}", re.I)
+    assert rx == re.compile(r"no (such)+ pattern \d{3}", re.I)
+    assert rx.match("No SUCHsuch pattern 123").group(1) == "such"
+
+
+def test_code_the_engine_refuses_is_compiled_instead(monkeypatch):
+    bad = b2a_base64(zlib.compress(struct.pack("<3I", 9999, 9999, 9999)), newline=False).decode()
+    monkeypatch.setattr(cp, "_TABLE", {(r"x+y", 0): (32, 0, (), (None,), bad)})
+    rx = cp.compiled(r"x+y")
+    assert rx == re.compile(r"x+y") and rx.fullmatch("xxy")
+
+
+def test_an_entry_of_another_shape_is_compiled_instead(monkeypatch):
+    # a table written by another ncdoc (its entries laid out otherwise) costs time, never an answer
+    monkeypatch.setattr(cp, "_TABLE", {(r"x+y", 0): (32, 0, {}, (None,), 0, 3)})
+    assert cp.compiled(r"x+y") == re.compile(r"x+y")
+
+
+def test_a_table_made_for_another_engine_is_not_used(monkeypatch):
+    monkeypatch.setattr(cp, "engine_key", lambda: ("cpython-0", 0, 0, 0, 0))
+    cp.reset()
+    try:
+        rx = cp.compiled(P.AGG.pattern, P.AGG.flags)
+        assert cp._TABLE == {}
+        assert rx == re.compile(P.AGG.pattern, P.AGG.flags)
+    finally:
+        cp.reset()
