@@ -5,9 +5,10 @@ A triage of a 1 MB log compiles some fifty patterns, a tenth of the whole run (5
 at 64 ranks): `re.compile` parses and compiles each in Python before `_sre` gets its code. The code is
 a pure function of the pattern, its flags and the interpreter's regex engine, so it is computed once,
 by `python -m ncdoc.startup.compiled_patterns --write` (once per CPython minor version, each into
-`compiled_patterns_<cache tag>.py`; without --write it says whether the table is current), and `compiled(pattern, flags)` hands it to `_sre.compile`, the
-call `re.compile` itself ends with. The pattern object is re.compile's, to the code (Pattern objects
-compare their code: tests/startup/test_compiled_patterns.py requires `==` for every entry).
+`compiled_patterns_<cache tag>.py`; without --write it says whether the table is current), and
+`compiled(pattern, flags)` hands it to `_sre.compile`, the call `re.compile` itself ends with. The
+pattern object is re.compile's, to the code (Pattern objects compare their code:
+tests/startup/test_compiled_patterns.py requires `==` for every entry).
 
 What keeps it safe: a table is used only by the engine it was made for (the cache tag and `_sre`'s
 MAGIC, CODESIZE, MAXREPEAT and MAXGROUPS); a pattern is looked up by its exact text and flags, so a
@@ -16,8 +17,8 @@ is `re.compile`. So a stale or absent table costs time, never a different answer
 stale one for the Python it runs under).
 
 Which patterns: those given to `lazy()` (ncdoc.evidence.lazy_re), to `precompiled()` (a module-level
-re.compile) and to `register()` (patterns compiled later, such as the detection signs): every module under ncdoc is
-imported when the tables are written, and what they registered is what the table holds.
+re.compile) and to `register()` (patterns compiled later, such as the detection signs): every module
+under ncdoc is imported when the tables are written, and what they registered is what the table holds.
 """
 
 from __future__ import annotations

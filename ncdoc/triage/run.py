@@ -180,13 +180,14 @@ def read_evidence(paths: Sequence[str], *, snapshot: str | None = None, example:
 
 
 def _plan(jobs: int | None, plan: Any) -> Any:
-    """How a large run file is read: `plan` as given, else `jobs` processes (None: one per core)."""
+    """How a large run file is read: `plan` as given, else `jobs` processes (None: as many as pay, decided when
+    a file is large enough to be cut: ScanPlan.default_jobs)."""
     from ncdoc.evidence.run_scan import ScanPlan
     if plan is not None:
         return plan
     if jobs is not None and jobs < 1:
         raise UsageError("--jobs must be at least 1")
-    return ScanPlan(jobs=jobs or ScanPlan.cores())
+    return ScanPlan(jobs=jobs or 0)
 
 
 def _log_env(log: Any) -> list[EnvValue]:

@@ -67,3 +67,31 @@ def test_jobs_is_a_count_of_processes(capsys):
     assert capsys.readouterr().err.strip() == "ncdoc: error: --jobs must be at least 1"
     assert main(["triage", log, "--jobs", "2", "--json"]) in (0, 1)
     assert json.loads(capsys.readouterr().out)["inputs"][0]["path"] == log
+
+
+def test_without_jobs_a_large_file_is_read_by_as_many_processes_as_pay(tmp_path, monkeypatch):
+    # one per core for the Python scanner; this process alone for the native one (workers only cost it time)
+    import ncdoc.evidence.nccl_log_native as native
+    import ncdoc.evidence.parallel_scan as parallel
+    from ncdoc.evidence import run_scan
+
+    path = tmp_path / "ranks.log"
+    write_ranks_log(path, 64, keep=0.05)
+    used = []
+    real = parallel.scan_parallel
+    monkeypatch.setattr(parallel, "scan_parallel", lambda scanner, p, size, plan, bb: (
+        used.append(plan.jobs), real(scanner, p, size, plan, bb))[1])
+    monkeypatch.setattr(ScanPlan, "cores", staticmethod(lambda: 2))
+    auto = ScanPlan(jobs=0, block_bytes=1 << 14, range_bytes=1 << 15, parallel_from=0)
+    for loaded, workers in ((None, [2]), (object(), [])):
+        monkeypatch.setattr(native, "NATIVE", loaded)
+        used.clear()
+        facts = run_scan.scan_file(str(path), auto)
+        serial = run_scan.scan_file(str(path), ScanPlan())
+        assert used == workers
+        assert (facts.lines, facts.log.nranks) == (serial.lines, serial.log.nranks) and facts.log.nranks == 64
+    small = ScanPlan(jobs=0, parallel_from=1 << 40)
+    monkeypatch.setattr(native, "NATIVE", None)
+    used.clear()
+    run_scan.scan_file(str(path), small)
+    assert used == []                       # below the size that is cut, it is read here whatever the cores

@@ -60,8 +60,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="lowest severity that makes the exit status 1 (default error)")
     parser.add_argument("--show-skipped", action="store_true", help="list the rules skipped and why")
     parser.add_argument("--jobs", type=int, metavar="N",
-                        help="processes reading a large log at once (default: one per core this process may use); "
-                             "the facts are the same for any N")
+                        help="processes reading a large log at once (default: one per core this process may use, "
+                             "or one with the native scanner, which gains nothing from more); the facts are the same "
+                             "for any N")
     parser.add_argument("-v", "--verbose", action="store_true",
                         help="say why each input was taken for its kind (how many of its lines bear that kind's "
                              "sign, and which other kinds' signs it bears); --json always carries it")
