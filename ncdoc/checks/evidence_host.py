@@ -9,7 +9,6 @@ kernel module's version).
 
 from __future__ import annotations
 
-
 from ncdoc.checks.evidence_common import cite_cuda, cite_kind, cite_problems, cuda_errors, gpu_name, merge_evidence
 from ncdoc.engine.rules import Context, check
 from ncdoc.evidence.host_output import driver_branch

@@ -11,7 +11,6 @@ list it had to guess at.
 
 from __future__ import annotations
 
-
 from ncdoc.errors import InputError, UsageError, shown
 from ncdoc.readers.numbers import is_digits
 from ncdoc.startup.compiled_patterns import precompiled

@@ -20,7 +20,6 @@ digits then a colon), a failure line's `host: Test ...`.
 
 from __future__ import annotations
 
-
 from ncdoc.evidence.lazy_re import lazy
 from ncdoc.startup.compiled_patterns import precompiled
 
