@@ -146,7 +146,8 @@ def problems() -> list[str]:
     _load()
     out = []
     if not _TABLE:
-        return [f"no table for {sys.implementation.cache_tag} (python -m ncdoc.startup.compiled_patterns --write)"]
+        return [f"no table for {sys.implementation.cache_tag}, or one that does not load "
+                "(python -m ncdoc.startup.compiled_patterns --write)"]
     for pattern, flags in patterns:
         if (pattern, flags) not in _TABLE:
             out.append(f"missing: {pattern!r} (flags {flags})")

@@ -35,6 +35,36 @@ def test_table_is_current_for_this_python():
 
 
 @needs_table
+def _interpreters() -> dict:
+    """Each CPython with a table here that this machine has (pyenv's builds or on PATH), by cache tag."""
+    import os
+    import shutil
+    found = {}
+    root = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    for table in sorted(TABLE.parent.glob("compiled_patterns_cpython_3*.py")):
+        minor = table.stem.rsplit("_", 1)[1][1:]                  # "311" -> "11"
+        exe = f"python3.{minor}"
+        for cand in [*sorted(root.glob(f"3.{minor}.*/bin/{exe}")), shutil.which(exe)]:
+            if cand and Path(cand).is_file():
+                found[f"cpython-3{minor}"] = str(cand)
+                break
+    return found
+
+
+def test_every_table_is_current_for_the_pythons_this_machine_has():
+    # the other CPythons' tables (3.12 and 3.13 beside CI's 3.10 and 3.11): each Python checks its own over the
+    # patterns of the modules that import without ncdoc's dependencies installed there
+    pythons = _interpreters()
+    if not pythons:
+        pytest.skip("no other CPython 3.10-3.13 on this machine (pyenv or PATH)")
+    repo = str(Path(cp.__file__).parents[2])
+    for tag, exe in pythons.items():
+        got = subprocess.run([exe, "-m", "ncdoc.startup.compiled_patterns"], capture_output=True, text=True,
+                             timeout=120, cwd=repo, env={"PYTHONPATH": repo, "PATH": "/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE": "1"})
+        assert got.returncode == 0 and got.stdout.strip().endswith("current"), f"{tag}: {got.stdout}{got.stderr}"
+
+
+@needs_table
 def test_log_patterns_come_from_the_table_and_match_as_compiled(monkeypatch):
     cp.reset()
     lazies = (P.AGG, P.SCAN, P.VIA, P.COMM, P.IFACE)
