@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import re
 import subprocess
-import sys
 import struct
+import sys
 import zlib
 from binascii import b2a_base64
 from pathlib import Path
@@ -34,7 +34,6 @@ def test_table_is_current_for_this_python():
     assert got.stdout.strip().endswith("current")
 
 
-@needs_table
 def _interpreters() -> dict:
     """Each CPython with a table here that this machine has (pyenv's builds or on PATH), by cache tag."""
     import os
