@@ -13,7 +13,7 @@ import re
 from ncdoc.errors import InputError
 from ncdoc.evidence.lazy_re import lazy
 from ncdoc.startup.json_load import load_data
-from ncdoc.startup.compiled_patterns import compiled, precompiled, register
+from ncdoc.startup.compiled_patterns import precompiled
 
 class _Sign:
     """A pattern a kind's lines bear, compiled the first time a text holds one of the words every match of it
@@ -24,17 +24,11 @@ class _Sign:
     (`free` is None); one with alternatives that may match anywhere reads every line when the text holds one
     of the words those need (`free`), else the other lines alone; `free` = ALL: every line always."""
 
-    __slots__ = ("pattern", "flags", "needs", "free", "raw", "_rx")
+    __slots__ = ("pattern", "flags", "needs", "free", "raw", "rx")
 
     def __init__(self, pattern: str, needs: tuple, flags: int = re.M, free: tuple | None = None, raw: bool = False):
-        self.pattern, self.flags, self.needs, self.free, self.raw, self._rx = pattern, flags, needs, free, raw, None
-        register(pattern, flags)
-
-    @property
-    def rx(self) -> re.Pattern:
-        if self._rx is None:
-            self._rx = compiled(self.pattern, self.flags)
-        return self._rx
+        self.pattern, self.flags, self.needs, self.free, self.raw = pattern, flags, needs, free, raw
+        self.rx = lazy(pattern, flags)
 
     def possible(self, text: str) -> bool:
         for need in self.needs:
@@ -68,13 +62,10 @@ ALL = ()      # a sign that may match any line
 
 def _found(pattern: str):
     """A need that is a pattern starting with a literal (C skips to its candidates), compiled when first asked."""
-    box: list = []
-    register(pattern, re.M)
+    rx = lazy(pattern, re.M)
 
     def need(text: str) -> bool:
-        if not box:
-            box.append(compiled(pattern, re.M))
-        return box[0].search(text) is not None
+        return rx.search(text) is not None
     return need
 
 

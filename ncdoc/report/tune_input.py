@@ -18,6 +18,7 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
+
 from ncdoc.startup.compiled_patterns import precompiled
 
 
